@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Regenerates everything under pkg/generated and the zz_generated files of
+# pkg/apis. Generators are built into _output/codegen-bin; inputs from the
+# Go module cache are passed as read-only so nothing is written there.
+set -o errexit -o nounset -o pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "${ROOT}"
+MODULE="github.com/nativejobset/jobset"
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+REPORT="${ROOT}/hack/api-rules/violation_exceptions.list"
+
+CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+export GOBIN="${ROOT}/_output/codegen-bin"
+mkdir -p "${GOBIN}"
+
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+# Types of k8s.io/api that our API embeds live in the read-only module cache.
+KUBE_CODEGEN_READONLY_PKGS+=(
+    k8s.io/api/core/v1
+    k8s.io/api/batch/v1
+    k8s.io/api/autoscaling/v1
+)
+
+kube::codegen::gen_helpers \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"
+
+report_args=(--report-filename "${REPORT}")
+if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
+    report_args+=(--update-report)
+fi
+
+kube::codegen::gen_openapi \
+    --output-dir "${ROOT}/pkg/generated/openapi" \
+    --output-pkg "${MODULE}/pkg/generated/openapi" \
+    --output-model-name-file "zz_generated.model_name.go" \
+    --extra-pkgs k8s.io/api/core/v1 \
+    --extra-pkgs k8s.io/api/batch/v1 \
+    --extra-pkgs k8s.io/api/autoscaling/v1 \
+    --extra-pkgs k8s.io/apimachinery/pkg/util/intstr \
+    "${report_args[@]}" \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"
+
+kube::codegen::gen_client \
+    --with-watch \
+    --with-applyconfig \
+    --applyconfig-openapi-schema <(go run ./hack/cmd/models-schema) \
+    --output-dir "${ROOT}/pkg/generated" \
+    --output-pkg "${MODULE}/pkg/generated" \
+    --boilerplate "${BOILERPLATE}" \
+    "${ROOT}/pkg/apis"

@@ -1,0 +1,40 @@
+package jobset
+
+// Label and annotation keys that the controller writes on child Jobs and
+// pods. The values are part of the wire contract with upstream JobSet: Kueue,
+// training operators and user scripts select on them.
+const (
+	JobSetNameKey         = "jobset.sigs.k8s.io/jobset-name"
+	JobSetUIDKey          = "jobset.sigs.k8s.io/jobset-uid"
+	ReplicatedJobNameKey  = "jobset.sigs.k8s.io/replicatedjob-name"
+	ReplicatedJobReplicas = "jobset.sigs.k8s.io/replicatedjob-replicas"
+	GlobalReplicasKey     = "jobset.sigs.k8s.io/global-replicas"
+	JobIndexKey           = "jobset.sigs.k8s.io/job-index"
+	JobGlobalIndexKey     = "jobset.sigs.k8s.io/job-global-index"
+	JobKey                = "jobset.sigs.k8s.io/job-key"
+	GroupNameKey          = "jobset.sigs.k8s.io/group-name"
+	GroupReplicasKey      = "jobset.sigs.k8s.io/group-replicas"
+	JobGroupIndexKey      = "jobset.sigs.k8s.io/job-group-index"
+	RestartsKey           = "jobset.sigs.k8s.io/restart-attempt"
+	JobRestartsKey        = "jobset.sigs.k8s.io/job-restart-attempt"
+	CoordinatorKey        = "jobset.sigs.k8s.io/coordinator"
+
+	// ExecutionAttemptKey counts execution cycles: failure restarts and every
+	// resume after a suspension. It goes beyond upstream.
+	ExecutionAttemptKey = "jobset.sigs.k8s.io/execution-attempt"
+
+	// ExclusiveKey names a node label; each child Job then gets a topology
+	// domain (one value of that label) of its own.
+	ExclusiveKey = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+	// NodeSelectorStrategyKey makes pods select nodes pre-labelled with
+	// NamespacedJobKey instead of letting the controller choose a domain.
+	NodeSelectorStrategyKey = "alpha.jobset.sigs.k8s.io/node-selector"
+	NamespacedJobKey        = "alpha.jobset.sigs.k8s.io/namespaced-job"
+	NoScheduleTaintKey      = "alpha.jobset.sigs.k8s.io/no-schedule"
+
+	// JobSetControllerName is the managedBy value of the built-in controller.
+	JobSetControllerName = "jobset.sigs.k8s.io/jobset-controller"
+
+	// DefaultGroupName is the groupName of a replicatedJob that names none.
+	DefaultGroupName = "default"
+)

@@ -1,0 +1,29 @@
+package v1alpha2
+
+import "github.com/nativejobset/jobset/pkg/apis/jobset"
+
+// The label and annotation keys of upstream JobSet, re-exported so that
+// clients written against upstream's v1alpha2 package find them here.
+const (
+	JobSetNameKey           = jobset.JobSetNameKey
+	JobSetUIDKey            = jobset.JobSetUIDKey
+	ReplicatedJobNameKey    = jobset.ReplicatedJobNameKey
+	ReplicatedJobReplicas   = jobset.ReplicatedJobReplicas
+	GlobalReplicasKey       = jobset.GlobalReplicasKey
+	JobIndexKey             = jobset.JobIndexKey
+	JobGlobalIndexKey       = jobset.JobGlobalIndexKey
+	JobKey                  = jobset.JobKey
+	GroupNameKey            = jobset.GroupNameKey
+	GroupReplicasKey        = jobset.GroupReplicasKey
+	JobGroupIndexKey        = jobset.JobGroupIndexKey
+	RestartsKey             = jobset.RestartsKey
+	JobRestartsKey          = jobset.JobRestartsKey
+	CoordinatorKey          = jobset.CoordinatorKey
+	ExecutionAttemptKey     = jobset.ExecutionAttemptKey
+	ExclusiveKey            = jobset.ExclusiveKey
+	NodeSelectorStrategyKey = jobset.NodeSelectorStrategyKey
+	NamespacedJobKey        = jobset.NamespacedJobKey
+	NoScheduleTaintKey      = jobset.NoScheduleTaintKey
+	JobSetControllerName    = jobset.JobSetControllerName
+	DefaultGroupName        = jobset.DefaultGroupName
+)
