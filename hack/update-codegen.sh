@@ -22,6 +22,7 @@ KUBE_CODEGEN_READONLY_PKGS+=(
     k8s.io/api/core/v1
     k8s.io/api/batch/v1
     k8s.io/api/autoscaling/v1
+    k8s.io/api/scheduling/v1alpha3
 )
 
 kube::codegen::gen_helpers \
@@ -40,6 +41,7 @@ kube::codegen::gen_openapi \
     --extra-pkgs k8s.io/api/core/v1 \
     --extra-pkgs k8s.io/api/batch/v1 \
     --extra-pkgs k8s.io/api/autoscaling/v1 \
+    --extra-pkgs k8s.io/api/scheduling/v1alpha3 \
     --extra-pkgs k8s.io/apimachinery/pkg/util/intstr \
     "${report_args[@]}" \
     --boilerplate "${BOILERPLATE}" \

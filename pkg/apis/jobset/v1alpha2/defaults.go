@@ -63,12 +63,11 @@ func SetDefaults_ReplicatedJob(obj *ReplicatedJob) {
 	}
 }
 
-// SetDefaults_VolumeClaimPolicy defaults the retention of shared claims.
+// SetDefaults_VolumeClaimPolicy defaults whenDeleted inside a given
+// retentionPolicy. Like upstream, an absent retentionPolicy stays absent;
+// the controller treats it as Delete.
 func SetDefaults_VolumeClaimPolicy(obj *VolumeClaimPolicy) {
-	if obj.RetentionPolicy == nil {
-		obj.RetentionPolicy = &VolumeRetentionPolicy{}
-	}
-	if obj.RetentionPolicy.WhenDeleted == nil {
+	if obj.RetentionPolicy != nil && obj.RetentionPolicy.WhenDeleted == nil {
 		obj.RetentionPolicy.WhenDeleted = ptr.To(RetentionPolicyDelete)
 	}
 }

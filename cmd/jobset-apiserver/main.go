@@ -1,0 +1,54 @@
+// Command jobset-apiserver serves the jobset.x-k8s.io API as an aggregated
+// Kubernetes API server.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nativejobset/jobset/pkg/apiserver"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "jobset-apiserver: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	opts := apiserver.NewOptions(os.Stdout, os.Stderr)
+	logOpts := logs.NewOptions()
+
+	fs := pflag.NewFlagSet("jobset-apiserver", pflag.ContinueOnError)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	opts.AddFlags(fs)
+	logsapi.AddFlags(logOpts, fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == pflag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
+		return err
+	}
+	defer logs.FlushLogs()
+
+	ctx := genericapiserver.SetupSignalContext()
+	if err := opts.Complete(); err != nil {
+		return err
+	}
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	klog.InfoS("Starting jobset-apiserver")
+	return opts.Run(ctx)
+}

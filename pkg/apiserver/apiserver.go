@@ -1,0 +1,58 @@
+// Package apiserver assembles the JobSet API server: options become a
+// config, the config is completed, and the completed config builds a
+// server with the jobsets storage installed.
+package apiserver
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset"
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	jobsetstorage "github.com/nativejobset/jobset/pkg/registry/jobset"
+)
+
+// Config is the server's configuration before completion.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+}
+
+// CompletedConfig is a Config with every default filled in.
+type CompletedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+}
+
+// Server is a JobSet API server ready to run.
+type Server struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// Complete fills in the defaults of the generic configuration.
+func (c *Config) Complete() CompletedConfig {
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+}
+
+// New builds the server and installs the jobset.x-k8s.io group.
+func (c CompletedConfig) New() (*Server, error) {
+	generic, err := c.GenericConfig.New("jobset-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	group := genericapiserver.NewDefaultAPIGroupInfo(jobset.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+
+	jobsets, err := jobsetstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	if err != nil {
+		return nil, fmt.Errorf("creating jobsets storage: %w", err)
+	}
+	group.VersionedResourcesStorageMap[v1alpha2.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"jobsets":        jobsets.JobSet,
+		"jobsets/status": jobsets.Status,
+	}
+	if err := generic.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	return &Server{GenericAPIServer: generic}, nil
+}

@@ -1,0 +1,164 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/admission"
+	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/embeddedetcd"
+	generatedopenapi "github.com/nativejobset/jobset/pkg/generated/openapi"
+)
+
+const etcdPathPrefix = "/registry/jobset.x-k8s.io"
+
+// Options are the command-line options of jobset-apiserver: the standard
+// options of an aggregated API server plus the embedded etcd.
+type Options struct {
+	Recommended *genericoptions.RecommendedOptions
+
+	// EmbeddedEtcdDir is where the embedded etcd keeps its data when no
+	// --etcd-servers are given.
+	EmbeddedEtcdDir string
+	// EmbeddedEtcdClientPort is the loopback port of the embedded etcd.
+	EmbeddedEtcdClientPort int
+
+	embeddedEtcd *embeddedetcd.Server
+	// standalone is set when no Kubernetes API is reachable: the server then
+	// runs without admission plugins and priority and fairness.
+	standalone bool
+
+	Out, ErrOut io.Writer
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions(out, errOut io.Writer) *Options {
+	o := &Options{
+		Recommended: genericoptions.NewRecommendedOptions(
+			etcdPathPrefix,
+			Codecs.LegacyCodec(v1alpha2.SchemeGroupVersion),
+		),
+		EmbeddedEtcdDir: "/var/lib/jobset-apiserver/etcd",
+		Out:             out,
+		ErrOut:          errOut,
+	}
+	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
+		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
+	// Without a kubeconfig the server still runs, authenticating client
+	// certificates only and authorizing system:masters only.
+	o.Recommended.Authentication.RemoteKubeConfigFileOptional = true
+	o.Recommended.Authorization.RemoteKubeConfigFileOptional = true
+	return o
+}
+
+// AddFlags registers every option on the flag set.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Recommended.AddFlags(fs)
+	fs.StringVar(&o.EmbeddedEtcdDir, "embedded-etcd-dir", o.EmbeddedEtcdDir,
+		"Data directory of the embedded etcd, started on 127.0.0.1 when --etcd-servers is empty. Its data is kept across restarts.")
+	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
+		"Loopback port of the embedded etcd's client listener; 0 picks a free port.")
+}
+
+// Complete fills in what depends on other options and on the environment.
+// It starts the embedded etcd when no etcd servers were given.
+func (o *Options) Complete() error {
+	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
+	if o.Recommended.CoreAPI != nil && o.Recommended.CoreAPI.CoreAPIKubeconfigPath == "" && !inCluster {
+		klog.Warning("No --kubeconfig and not in a cluster: running standalone, without admission webhooks, admission policies and priority and fairness")
+		o.standalone = true
+		o.Recommended.CoreAPI = nil
+		o.Recommended.Admission = nil
+		o.Recommended.Features.EnablePriorityAndFairness = false
+	}
+	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		srv, err := embeddedetcd.Start(embeddedetcd.Config{Dir: o.EmbeddedEtcdDir, ClientPort: o.EmbeddedEtcdClientPort})
+		if err != nil {
+			return err
+		}
+		o.embeddedEtcd = srv
+		o.Recommended.Etcd.StorageConfig.Transport.ServerList = []string{srv.ClientURL}
+	}
+	return nil
+}
+
+// Validate reports every invalid option.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.Recommended.Validate()...)
+	if o.EmbeddedEtcdClientPort < 0 || o.EmbeddedEtcdClientPort > 65535 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-client-port must be between 0 and 65535"))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config turns the options into a server configuration.
+func (o *Options) Config() (*Config, error) {
+	if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts(
+		"localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+
+	o.Recommended.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		if c.SharedInformerFactory == nil {
+			return nil, nil
+		}
+		services := c.SharedInformerFactory.Core().V1().Services().Lister()
+		return []admission.PluginInitializer{
+			webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
+		}, nil
+	}
+
+	cfg := genericapiserver.NewRecommendedConfig(Codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+
+	namer := openapi.NewDefinitionNamer(Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "JobSet"
+	cfg.OpenAPIConfig.Info.Version = v1alpha2.SchemeGroupVersion.Version
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "JobSet"
+	cfg.OpenAPIV3Config.Info.Version = v1alpha2.SchemeGroupVersion.Version
+
+	if err := o.Recommended.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return &Config{GenericConfig: cfg}, nil
+}
+
+// StopEmbeddedEtcd stops the embedded etcd, if one was started.
+func (o *Options) StopEmbeddedEtcd() {
+	o.embeddedEtcd.Stop()
+	o.embeddedEtcd = nil
+}
+
+// Run serves until ctx ends, then stops the embedded etcd.
+func (o *Options) Run(ctx context.Context) error {
+	defer o.StopEmbeddedEtcd()
+	cfg, err := o.Config()
+	if err != nil {
+		return err
+	}
+	srv, err := cfg.Complete().New()
+	if err != nil {
+		return err
+	}
+	return srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}

@@ -1,0 +1,61 @@
+package embeddedetcd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The data written before a restart is there after it, in the same directory.
+func TestDataSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	put := func(s *Server) {
+		c := client(t, s)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Put(ctx, "/registry/probe", "kept"); err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+	s, err := Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(s)
+	s.Stop()
+
+	s, err = Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer s.Stop()
+	c := client(t, s)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Get(ctx, "/registry/probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "kept" {
+		t.Fatalf("value after restart = %v, want kept", resp.Kvs)
+	}
+}
+
+func TestNeedsDirectory(t *testing.T) {
+	if _, err := Start(Config{}); err == nil {
+		t.Fatal("Start without a directory succeeded")
+	}
+}
+
+func client(t *testing.T, s *Server) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.ClientURL}, DialTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,0 +1,104 @@
+// Package framework starts a real jobset-apiserver in the test process, on
+// 127.0.0.1 with an embedded etcd in a temporary directory.
+package framework
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/nativejobset/jobset/pkg/apiserver"
+	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+)
+
+// Server is a running in-process API server.
+type Server struct {
+	// Config reaches the server as a member of system:masters.
+	Config *rest.Config
+	// Client is a typed client built from Config.
+	Client clientset.Interface
+	// EtcdDir holds the embedded etcd's data.
+	EtcdDir string
+}
+
+// StartServer starts a standalone server (no kube-apiserver behind it) and
+// stops it when the test ends. It returns once /readyz answers ok.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	return StartServerWithOptions(t, nil)
+}
+
+// StartServerWithOptions lets a test adjust the options before start.
+func StartServerWithOptions(t testing.TB, adjust func(*apiserver.Options)) *Server {
+	t.Helper()
+	opts := apiserver.NewOptions(io.Discard, io.Discard)
+	etcdDir := t.TempDir()
+	opts.EmbeddedEtcdDir = etcdDir
+
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening on loopback: %v", err)
+	}
+	opts.Recommended.SecureServing.Listener = listener
+	opts.Recommended.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	opts.Recommended.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
+	opts.Recommended.SecureServing.ServerCert.CertDirectory = t.TempDir()
+	if adjust != nil {
+		adjust(opts)
+	}
+
+	if err := opts.Complete(); err != nil {
+		t.Fatalf("completing options: %v", err)
+	}
+	if err := opts.Validate(); err != nil {
+		t.Fatalf("validating options: %v", err)
+	}
+	cfg, err := opts.Config()
+	if err != nil {
+		t.Fatalf("building config: %v", err)
+	}
+	srv, err := cfg.Complete().New()
+	if err != nil {
+		t.Fatalf("building server: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := srv.GenericAPIServer.PrepareRun().RunWithContext(ctx); err != nil {
+			t.Errorf("server stopped with error: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		opts.StopEmbeddedEtcd()
+	})
+
+	restCfg := rest.CopyConfig(srv.GenericAPIServer.LoopbackClientConfig)
+	restCfg.QPS, restCfg.Burst = 1000, 2000
+	client, err := clientset.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatalf("building client: %v", err)
+	}
+	waitReady(t, client)
+	return &Server{Config: restCfg, Client: client, EtcdDir: etcdDir}
+}
+
+func waitReady(t testing.TB, client clientset.Interface) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err == nil && string(body) == "ok", nil
+		})
+	if err != nil {
+		t.Fatalf("server did not become ready: %v", err)
+	}
+}
