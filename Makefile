@@ -1,0 +1,64 @@
+# The two commands a newcomer needs:
+#   make run    a local control plane with the JobSet API, and a demo
+#   make test   every check and test that CI runs
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := _output/bin
+GO_TEST_FLAGS ?= -count=1
+# Packages of the unit tests: everything but the integration, e2e and bench suites.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/bench)
+
+.PHONY: all build tools run down generate verify verify-codegen verify-fmt vet \
+	test test-unit test-integration test-e2e fuzz bench clean help
+
+all: build
+
+help: ## Show the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+build: ## Build jobset-apiserver and jobset-controller into _output/bin.
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin.
+	hack/build-tools.sh
+
+run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
+	SKIP_BUILD=1 DEMO=1 hack/local-up.sh
+
+down: ## Stop a local cluster started with 'make run' or hack/local-up.sh --detach.
+	hack/local-down.sh
+
+generate: ## Regenerate deepcopy, defaults, conversion, OpenAPI, clientset, listers, informers, apply configurations.
+	hack/update-codegen.sh
+
+verify: verify-codegen verify-fmt vet ## Generated code up to date, gofmt clean, go vet clean.
+
+verify-codegen:
+	hack/verify-codegen.sh
+
+verify-fmt:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+test: verify test-unit test-integration test-e2e ## Everything CI runs.
+
+test-unit: ## Unit tests, including the fuzz targets' seed corpora.
+	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+test-integration: ## The real API server on a real (embedded) etcd, in process.
+	$(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
+
+test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
+	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+fuzz: ## Fuzz decode, default and validate for a minute.
+	$(GO) test -run '^$$' -fuzz FuzzValidateJobSet -fuzztime 60s ./pkg/apis/jobset/validation/
+
+bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md.
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./test/bench/...
+
+clean: ## Remove build output (binaries, local cluster state).
+	rm -rf _output
