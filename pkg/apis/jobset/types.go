@@ -186,4 +186,5 @@ const (
 	JobSetSuspended               JobSetConditionType = "Suspended"
 	JobSetStartupPolicyInProgress JobSetConditionType = "StartupPolicyInProgress"
 	JobSetStartupPolicyCompleted  JobSetConditionType = "StartupPolicyCompleted"
+	JobSetRestarting              JobSetConditionType = "RestartingJobSet"
 )

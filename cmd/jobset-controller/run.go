@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller"
+	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	jsscheme "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/scheme"
+)
+
+type options struct {
+	kubeconfig  string
+	workers     int
+	qps         float32
+	burst       int
+	resync      time.Duration
+	healthAddr  string
+	parallelism int
+
+	leaderElect    bool
+	leNamespace    string
+	leName         string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	shutdownGrace  time.Duration
+	apiWaitTimeout time.Duration
+}
+
+func defaultOptions() *options {
+	return &options{
+		workers:        5,
+		qps:            50,
+		burst:          100,
+		resync:         12 * time.Hour,
+		healthAddr:     "127.0.0.1:8081",
+		parallelism:    50,
+		leaderElect:    true,
+		leNamespace:    "kube-system",
+		leName:         "jobset-controller",
+		leaseDuration:  15 * time.Second,
+		renewDeadline:  10 * time.Second,
+		retryPeriod:    2 * time.Second,
+		shutdownGrace:  10 * time.Second,
+		apiWaitTimeout: 0,
+	}
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty uses the in-cluster configuration.")
+	fs.IntVar(&o.workers, "workers", o.workers, "Number of JobSets reconciled concurrently.")
+	fs.Float32Var(&o.qps, "kube-api-qps", o.qps, "Queries per second to the API server.")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "Burst of queries to the API server.")
+	fs.DurationVar(&o.resync, "resync-period", o.resync, "Period of the informers' full resync (0 disables it).")
+	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Address serving /healthz and /readyz; empty disables it.")
+	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
+	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
+	fs.StringVar(&o.leName, "leader-elect-lease-name", o.leName, "Name of the leader election Lease.")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a non-leader waits before trying to take over an unrenewed lease.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", o.renewDeadline, "How long the leader retries renewing before giving up leadership.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "Interval between leader election attempts.")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "How long in-flight reconciles may take to finish on SIGTERM/SIGINT.")
+	fs.DurationVar(&o.apiWaitTimeout, "api-wait-timeout", o.apiWaitTimeout, "How long to wait at start for the JobSet API to be served; 0 fails at once when it is missing.")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if o.qps <= 0 || o.burst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps must be positive and --kube-api-burst at least 1"))
+	}
+	if o.parallelism < 1 {
+		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
+	}
+	if o.leaderElect && (o.leNamespace == "" || o.leName == "" || o.renewDeadline >= o.leaseDuration || o.retryPeriod <= 0) {
+		errs = append(errs, errors.New("leader election needs a namespace, a lease name, a renew deadline shorter than the lease duration and a positive retry period"))
+	}
+	return errors.Join(errs...)
+}
+
+func restConfig(o *options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading client configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "jobset-controller"
+	return cfg, nil
+}
+
+// checkAPI fails clearly when the API server does not serve JobSets.
+func checkAPI(ctx context.Context, js versioned.Interface, host string, wait time.Duration) error {
+	gv := jobset.SchemeGroupVersion.String()
+	deadline := time.Now().Add(wait)
+	for {
+		res, err := js.Discovery().ServerResourcesForGroupVersion(gv)
+		if err == nil {
+			for _, r := range res.APIResources {
+				if r.Name == "jobsets" {
+					return nil
+				}
+			}
+			err = errors.New("the group version has no jobsets resource")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the JobSet API %s is not served by the API server at %s (is the JobSet API server running and its APIService registered?): %w", gv, host, err)
+		}
+		klog.InfoS("Waiting for the JobSet API", "groupVersion", gv, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func run(o *options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	jsClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := checkAPI(ctx, jsClient, cfg.Host, o.apiWaitTimeout); err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := jsscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	defer broadcaster.Shutdown()
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return err
+	}
+	recorder := broadcaster.NewRecorder(scheme, controller.ControllerName)
+
+	var leading atomic.Bool
+	var ctrl atomic.Pointer[controller.Controller]
+	var watchdog *leaderelection.HealthzAdaptor
+	if o.leaderElect {
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(o.leaseDuration)
+	}
+	if o.healthAddr != "" {
+		if err := serveHealth(ctx, o.healthAddr, watchdog, func() error {
+			if !o.leaderElect || leading.Load() {
+				if c := ctrl.Load(); c == nil || !c.HasSynced() {
+					return errors.New("caches not synced")
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+
+	runController := func(ctx context.Context) {
+		factories := controller.NewFactories(kube, jsClient, o.resync)
+		c, err := controller.New(kube, jsClient, factories, controller.Options{Recorder: recorder, Parallelism: o.parallelism})
+		if err != nil {
+			klog.ErrorS(err, "Building the controller")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		ctrl.Store(c)
+		factories.Start(ctx.Done())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := c.Run(ctx, o.workers); err != nil {
+				klog.ErrorS(err, "Controller stopped")
+			}
+		}()
+		<-ctx.Done()
+		select {
+		case <-done:
+		case <-time.After(o.shutdownGrace):
+			klog.InfoS("Shutdown grace period elapsed")
+		}
+		factories.Shutdown()
+	}
+
+	if !o.leaderElect {
+		leading.Store(true)
+		runController(ctx)
+		return nil
+	}
+
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id = id + "_" + string(uuid.NewUUID())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.leNamespace, Name: o.leName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: nil},
+	}
+	var lost atomic.Bool
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.leName,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Became leader", "identity", id)
+				leading.Store(true)
+				runController(ctx)
+			},
+			OnStoppedLeading: func() {
+				leading.Store(false)
+				if ctx.Err() == nil {
+					lost.Store(true)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	if lost.Load() {
+		return errors.New("lost leadership")
+	}
+	klog.InfoS("Shut down")
+	return nil
+}
+
+func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.HealthzAdaptor, ready func() error) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on --health-addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Health server stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return nil
+}

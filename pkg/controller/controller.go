@@ -1,0 +1,344 @@
+// Package controller reconciles JobSets into child Jobs, a headless Service
+// and shared claims, and keeps the JobSet status.
+//
+// The layout follows kube-controller-manager's Job controller: shared
+// informers (JobSets; Jobs, Services and claims selected by the jobset-name
+// label and trimmed by a transform) feed a rate-limited work queue of JobSet
+// keys drained by several workers. One sync reads the cached JobSet and its
+// Jobs, sorts the Jobs by attempt (classifyJobs), applies the policies in
+// upstream's order (finished → delete superseded attempts → failure policy →
+// success policy → suspension → claims, Service, Jobs, elastic changes,
+// suspend/resume, conditions) and writes the status at most once, with the
+// cached resourceVersion, only when it changed. Events are emitted after
+// that write succeeded.
+//
+// Two guards keep a lagging cache from misleading a sync: expectations
+// (Job creations and deletions not yet visible in the cache) and status
+// floors (attempt counters of the last status written, which the cached
+// JobSet must have reached). A sync that finds either unmet waits.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
+)
+
+// ControllerName is the reporting controller of events and the managedBy
+// value this controller handles.
+const ControllerName = jobset.JobSetControllerName
+
+// defaultParallelism bounds concurrent child writes of one sync.
+const defaultParallelism = 50
+
+// Options tune a Controller.
+type Options struct {
+	// Recorder records events; nil discards them.
+	Recorder events.EventRecorder
+	// Metrics receives notable events; nil means NoopMetrics.
+	Metrics Metrics
+	// Clock; nil means the real clock.
+	Clock clock.WithTicker
+	// Parallelism bounds concurrent child Job writes per sync.
+	Parallelism int
+}
+
+// Controller reconciles JobSets.
+type Controller struct {
+	kube     kubernetes.Interface
+	jsClient versioned.Interface
+
+	jsLister  jslisters.JobSetLister
+	jobLister batchlisters.JobLister
+	svcLister corelisters.ServiceLister
+	pvcLister corelisters.PersistentVolumeClaimLister
+	synced    []cache.InformerSynced
+
+	queue       workqueue.TypedRateLimitingInterface[string]
+	recorder    events.EventRecorder
+	exp         *expectations
+	clock       clock.WithTicker
+	metrics     Metrics
+	parallelism int
+}
+
+// New wires a Controller to the informers of f. Informers must be started
+// by the caller (Factories.Start) before Run.
+func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Options) (*Controller, error) {
+	c := &Controller{
+		kube:        kube,
+		jsClient:    js,
+		recorder:    opts.Recorder,
+		metrics:     opts.Metrics,
+		clock:       opts.Clock,
+		parallelism: opts.Parallelism,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset"}),
+	}
+	if c.recorder == nil {
+		c.recorder = &events.FakeRecorder{}
+	}
+	if c.metrics == nil {
+		c.metrics = NoopMetrics{}
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	if c.parallelism <= 0 {
+		c.parallelism = defaultParallelism
+	}
+	c.exp = newExpectations(c.clock)
+
+	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
+	jobInf := f.Kube.Batch().V1().Jobs()
+	svcInf := f.Kube.Core().V1().Services()
+	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
+	c.jsLister = jsInf.Lister()
+	c.jobLister = jobInf.Lister()
+	c.svcLister = svcInf.Lister()
+	c.pvcLister = pvcInf.Lister()
+
+	if _, err := jsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueJobSet,
+		UpdateFunc: func(_, n interface{}) { c.enqueueJobSet(n) },
+		DeleteFunc: c.jobSetDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	child := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueOwner,
+		UpdateFunc: func(o, n interface{}) {
+			om, ok1 := o.(interface{ GetResourceVersion() string })
+			nm, ok2 := n.(interface{ GetResourceVersion() string })
+			if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
+				return // periodic resync
+			}
+			c.enqueueOwner(n)
+		},
+		DeleteFunc: c.enqueueOwner,
+	}
+	// Jobs: feed the expectations, then enqueue, in one handler so the
+	// sync always sees the observation.
+	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o interface{}) { c.observeJob(o, false); c.enqueueOwner(o) },
+		UpdateFunc: func(o, n interface{}) {
+			oj, ok1 := o.(*batchv1.Job)
+			nj, ok2 := n.(*batchv1.Job)
+			if ok1 && ok2 && oj.ResourceVersion != "" && oj.ResourceVersion == nj.ResourceVersion {
+				return
+			}
+			c.observeJob(n, false)
+			c.enqueueOwner(n)
+		},
+		DeleteFunc: func(o interface{}) { c.observeJob(o, true); c.enqueueOwner(o) },
+	}); err != nil {
+		return nil, err
+	}
+	for _, inf := range []cache.SharedIndexInformer{svcInf.Informer(), pvcInf.Informer()} {
+		if _, err := inf.AddEventHandler(child); err != nil {
+			return nil, err
+		}
+	}
+	c.synced = []cache.InformerSynced{
+		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,
+		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
+	}
+	return c, nil
+}
+
+func (c *Controller) enqueueJobSet(obj interface{}) {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) jobSetDeleted(obj interface{}) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	c.exp.forget(key)
+	c.queue.Forget(key)
+}
+
+func (c *Controller) enqueueOwner(obj interface{}) {
+	if key, ok := keyForChild(obj); ok {
+		c.queue.Add(key)
+	}
+}
+
+// observeJob feeds Job events to the expectations.
+func (c *Controller) observeJob(obj interface{}, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	if key, ok := keyForChild(job); ok {
+		c.exp.observe(key, job, deleted || job.DeletionTimestamp != nil)
+	}
+}
+
+// Run waits for the caches and runs workers until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting JobSet controller", "workers", workers)
+	if !cache.WaitForNamedCacheSync("jobset", ctx.Done(), c.synced...) {
+		return errors.New("timed out waiting for caches to sync")
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+	logger.Info("Stopping JobSet controller")
+	return nil
+}
+
+// HasSynced reports whether all caches synced (for readiness probes).
+func (c *Controller) HasSynced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := c.clock.Now()
+	after, err := c.sync(ctx, key)
+	c.metrics.SyncDone(c.clock.Since(start), err)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "syncing JobSet", "key", key)
+		c.queue.AddRateLimited(key)
+	case after > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, after)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+// expectationsRetry is a safety net: a JobSet waiting for its own writes to
+// show in the cache is looked at again after this delay even without an
+// event.
+const expectationsRetry = 5 * time.Second
+
+// errConflict asks for a rate-limited retry after a write conflict.
+var errConflict = errors.New("conflict writing JobSet status; retrying")
+
+// sync reconciles one JobSet key. It returns a delay after which the key
+// must be looked at again, if any.
+func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	js, err := c.jsLister.JobSets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.exp.forget(key)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	logger := klog.FromContext(ctx).WithValues("jobset", klog.KObj(js))
+	ctx = klog.NewContext(ctx, logger)
+	if js.DeletionTimestamp != nil {
+		return 0, nil
+	}
+	if m := js.Spec.ManagedBy; m != nil && *m != "" && *m != ControllerName {
+		logger.V(5).Info("Skipping JobSet managed by another controller", "managedBy", *m)
+		return 0, nil
+	}
+	owned, err := c.ownedJobs(js)
+	if err != nil {
+		return 0, err
+	}
+	if !c.exp.satisfied(key, func(n string) *batchv1.Job { return owned[n] }) {
+		logger.V(4).Info("Waiting for the Job cache to catch up")
+		return expectationsRetry, nil
+	}
+	return c.reconcile(ctx, key, js, owned)
+}
+
+// ownedJobs lists the cached Jobs the JobSet controls, by name.
+func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, error) {
+	sel := labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name})
+	list, err := c.jobLister.Jobs(js.Namespace).List(sel)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*batchv1.Job, len(list))
+	for _, j := range list {
+		if isOwnedBy(j.OwnerReferences, js) {
+			out[j.Name] = j
+		}
+	}
+	return out, nil
+}
+
+func (c *Controller) emit(js *jobset.JobSet, evs []event) {
+	for _, e := range evs {
+		c.recorder.Eventf(js, nil, e.eventType, e.reason, "Reconcile", "%s", e.message)
+	}
+}
+
+// warn records a warning event right away (for failures of child writes).
+func (c *Controller) warn(js *jobset.JobSet, reason string, err error) {
+	msg := err.Error()
+	// events.k8s.io notes are limited to 1 kB.
+	if len(msg) > maxNoteLen {
+		msg = msg[:maxNoteLen-3] + "..."
+	}
+	c.recorder.Eventf(js, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+}
+
+const maxNoteLen = 1000
+
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}

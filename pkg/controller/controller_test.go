@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kfake "k8s.io/client-go/kubernetes/fake"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	jsfake "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/fake"
+)
+
+// TestRunWithInformers wires the controller to running informers over fake
+// clients: a new JobSet gets its Jobs, and a failed Job leads to a restart
+// whose Jobs replace the old ones.
+func TestRunWithInformers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kube := kfake.NewSimpleClientset()
+	jsc := jsfake.NewSimpleClientset()
+	f := NewFactories(kube, jsc, 0)
+	c, err := New(kube, jsc, f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx, 2)
+	}()
+
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 1}
+	})
+	if _, err := jsc.JobsetV1alpha2().JobSets(ns).Create(ctx, js, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		}); err != nil {
+			l, _ := kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+			for _, j := range l.Items {
+				t.Logf("job %s labels %v status %+v del %v", j.Name, j.Labels[jobset.RestartsKey], j.Status.Conditions, j.DeletionTimestamp)
+			}
+			got, _ := jsc.JobsetV1alpha2().JobSets(ns).Get(ctx, "js", metav1.GetOptions{})
+			t.Logf("status %+v", got.Status)
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	jobsWithAttempt := func(attempt string) int {
+		l, _ := kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		n := 0
+		for _, j := range l.Items {
+			if j.Labels[jobset.RestartsKey] == attempt {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor("3 Jobs", func() bool { return jobsWithAttempt("0") == 3 })
+	if !c.HasSynced() {
+		t.Fatalf("not synced")
+	}
+
+	j, err := kube.BatchV1().Jobs(ns).Get(ctx, "js-workers-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failJob("BackoffLimitExceeded", "x", time.Now())(j)
+	if _, err := kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("restart", func() bool { return jobsWithAttempt("1") == 3 && jobsWithAttempt("0") == 0 })
+	got, _ := jsc.JobsetV1alpha2().JobSets(ns).Get(ctx, "js", metav1.GetOptions{})
+	if got.Status.Restarts != 1 || got.Status.ExecutionAttempts != 1 {
+		t.Fatalf("status = %+v", got.Status)
+	}
+	// The cached Jobs are trimmed.
+	cached, err := c.jobLister.Jobs(ns).Get("js-leader-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cached.Spec.Template.Spec.Containers) != 0 {
+		t.Fatalf("cached Job keeps its pod template spec")
+	}
+	var _ *batchv1.Job = cached
+	cancel()
+	<-done
+}

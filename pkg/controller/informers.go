@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
+)
+
+// childSelector selects the objects that carry the jobset-name label: the
+// only Jobs, Services and claims the controller caches.
+func childSelector() string {
+	req, err := labels.NewRequirement(jobset.JobSetNameKey, selection.Exists, nil)
+	if err != nil {
+		panic(err) // constant input; cannot fail
+	}
+	return labels.NewSelector().Add(*req).String()
+}
+
+// trimObject is the informer transform: it drops managed fields everywhere
+// and the pod template body of Jobs, keeping what the controller reads
+// (metadata, parallelism, completions, completionMode, suspend, the pod
+// template's metadata, status).
+func trimObject(obj interface{}) (interface{}, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m := acc.GetObjectMeta(); m != nil {
+			m.SetManagedFields(nil)
+		}
+	}
+	switch o := obj.(type) {
+	case *batchv1.Job:
+		o.Spec.Template.Spec = corev1.PodSpec{}
+	case *corev1.Service:
+		o.Status = corev1.ServiceStatus{}
+	}
+	return obj, nil
+}
+
+// Factories holds the informer factories the controller needs.
+type Factories struct {
+	Kube   informers.SharedInformerFactory
+	JobSet jsinformers.SharedInformerFactory
+}
+
+// NewFactories builds label-filtered, trimmed informer factories.
+func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
+	sel := childSelector()
+	return Factories{
+		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+			informers.WithTransform(trimObject)),
+		JobSet: jsinformers.NewSharedInformerFactoryWithOptions(js, resync,
+			jsinformers.WithTransform(trimObject)),
+	}
+}
+
+// Start starts the factories' informers.
+func (f Factories) Start(stop <-chan struct{}) {
+	f.Kube.Start(stop)
+	f.JobSet.Start(stop)
+}
+
+// Shutdown waits for the informers to stop.
+func (f Factories) Shutdown() {
+	f.Kube.Shutdown()
+	f.JobSet.Shutdown()
+}
+
+// keyForChild returns the JobSet key an owned object belongs to.
+func keyForChild(obj interface{}) (string, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", false
+	}
+	if ref := metav1.GetControllerOf(m); ref != nil {
+		if ref.Kind == jobSetKind && ref.APIVersion == jobset.SchemeGroupVersion.String() {
+			return m.GetNamespace() + "/" + ref.Name, true
+		}
+		return "", false
+	}
+	if name := m.GetLabels()[jobset.JobSetNameKey]; name != "" {
+		return m.GetNamespace() + "/" + name, true
+	}
+	return "", false
+}

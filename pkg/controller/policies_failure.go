@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+// defaultFailureAction applies when a failure policy exists and no rule
+// matches.
+const defaultFailureAction = jobset.RestartJobSet
+
+// jobFailure returns the true JobFailed condition of a Job, or nil.
+func jobFailure(job *batchv1.Job) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// firstFailedJob returns the failed Job whose failure is the oldest; ties
+// are broken by name for determinism.
+func firstFailedJob(failed []*batchv1.Job) *batchv1.Job {
+	var first *batchv1.Job
+	var at metav1.Time
+	for _, job := range failed {
+		c := jobFailure(job)
+		if c == nil {
+			continue
+		}
+		if first == nil || c.LastTransitionTime.Before(&at) ||
+			(c.LastTransitionTime.Equal(&at) && job.Name < first.Name) {
+			first, at = job, c.LastTransitionTime
+		}
+	}
+	return first
+}
+
+// ruleMatches reports whether a failed Job matches a rule: its failure
+// reason, message and replicatedJob must all match.
+func ruleMatches(rule *jobset.FailurePolicyRule, job *batchv1.Job, cond *batchv1.JobCondition) bool {
+	if len(rule.OnJobFailureReasons) > 0 && !slices.Contains(rule.OnJobFailureReasons, cond.Reason) {
+		return false
+	}
+	rj, ok := job.Labels[jobset.ReplicatedJobNameKey]
+	if !ok || rj == "" {
+		return false
+	}
+	if len(rule.TargetReplicatedJobs) > 0 && !slices.Contains(rule.TargetReplicatedJobs, rj) {
+		return false
+	}
+	if len(rule.OnJobFailureMessagePatterns) > 0 {
+		matched := false
+		for _, p := range rule.OnJobFailureMessagePatterns {
+			re, err := regexp.Compile(p)
+			if err != nil {
+				continue
+			}
+			if re.MatchString(cond.Message) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			return false
+		}
+	}
+	return true
+}
+
+// matchRule tries the rules in order; for the first rule that matches any
+// failed Job it returns the rule and the earliest-failed Job it matches.
+func matchRule(rules []jobset.FailurePolicyRule, failed []*batchv1.Job) (*jobset.FailurePolicyRule, *batchv1.Job) {
+	for i := range rules {
+		rule := &rules[i]
+		var matched []*batchv1.Job
+		for _, job := range failed {
+			if c := jobFailure(job); c != nil && ruleMatches(rule, job, c) {
+				matched = append(matched, job)
+			}
+		}
+		if job := firstFailedJob(matched); job != nil {
+			return rule, job
+		}
+	}
+	return nil, nil
+}
+
+// executeFailurePolicy reacts to failed Jobs of the current attempt. It only
+// changes the status; the next sync deletes the Jobs of the superseded
+// attempt and creates their successors.
+func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, now metav1.Time) {
+	js := s.js
+	fp := js.Spec.FailurePolicy
+	if fp == nil {
+		first := firstFailedJob(failed)
+		if first == nil {
+			first = failed[0]
+		}
+		s.setFailed(reasonFailedJobs, withFirstFailedJob(messageFailedJobs, first.Name), now)
+		c.metrics.Failed(js, reasonFailedJobs)
+		return
+	}
+
+	rule, job := matchRule(fp.Rules, failed)
+	action := defaultFailureAction
+	restartingReason := reasonRestartingDefault
+	if rule != nil {
+		action = rule.Action
+		restartingReason = fmt.Sprintf(reasonRestartingRuleFormat, rule.Name)
+	} else {
+		job = firstFailedJob(failed)
+		if job == nil {
+			job = failed[0]
+		}
+	}
+
+	switch action {
+	case jobset.FailJobSet:
+		msg := withFirstFailedJob(messageFailJobSetAction, job.Name)
+		s.eventf(corev1.EventTypeWarning, reasonFailJobSetAction, "%s", msg)
+		s.setFailed(reasonFailJobSetAction, msg, now)
+		c.metrics.Failed(js, reasonFailJobSetAction)
+
+	case jobset.RestartJobSet, jobset.RestartJobSetAndIgnoreMaxRestarts:
+		counts := action == jobset.RestartJobSet
+		if counts && js.Status.RestartsCountTowardsMax >= fp.MaxRestarts {
+			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
+			c.metrics.Failed(js, reasonReachedMaxRestarts)
+			return
+		}
+		reason, base := reasonRestartJobSetAction, messageRestartJobSetAction
+		if !counts {
+			reason, base = reasonRestartJobSetIgnoreMaxAction, messageRestartJobSetIgnoreMaxAction
+		}
+		msg := withFirstFailedJob(base, job.Name)
+		js.Status.Restarts++
+		if counts {
+			js.Status.RestartsCountTowardsMax++
+		}
+		js.Status.ExecutionAttempts++
+		s.eventf(corev1.EventTypeWarning, reason, "%s", msg)
+		s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, restartingReason, msg, corev1.EventTypeWarning, now)
+		c.metrics.Restarted(js, string(action))
+
+	case jobset.RestartJob, jobset.RestartJobAndIgnoreMaxRestarts:
+		counts := action == jobset.RestartJob
+		rjName := job.Labels[jobset.ReplicatedJobNameKey]
+		idx, ok := labelInt(job, jobset.JobIndexKey)
+		st := statusFor(&js.Status, rjName)
+		if !ok || idx < 0 || st == nil {
+			// Not a Job this controller can restart on its own: restart
+			// the whole set instead of looping on it.
+			js.Status.Restarts++
+			js.Status.ExecutionAttempts++
+			c.metrics.Restarted(js, string(jobset.RestartJobSetAndIgnoreMaxRestarts))
+			return
+		}
+		grow(&st.JobRestarts, int(idx)+1)
+		grow(&st.JobRestartsCountTowardsMax, int(idx)+1)
+		if counts && st.JobRestartsCountTowardsMax[idx] >= fp.MaxRestarts {
+			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
+			c.metrics.Failed(js, reasonReachedMaxRestarts)
+			return
+		}
+		reason, base := reasonRestartJobAction, messageRestartJobAction
+		if !counts {
+			reason, base = reasonRestartJobIgnoreMaxAction, messageRestartJobIgnoreMaxAction
+		}
+		st.JobRestarts[idx]++
+		if counts {
+			st.JobRestartsCountTowardsMax[idx]++
+		}
+		s.eventf(corev1.EventTypeWarning, reason, "%s", withFirstFailedJob(base, job.Name))
+		c.metrics.JobRestarted(js, job.Name, string(action))
+
+	default:
+		// Validation rejects unknown actions; treat one like no rule.
+		s.eventf(corev1.EventTypeWarning, reasonFailedJobs, "unknown failure policy action %q", action)
+		s.setFailed(reasonFailedJobs, withFirstFailedJob(messageFailedJobs, job.Name), now)
+		c.metrics.Failed(js, reasonFailedJobs)
+	}
+}
+
+func statusFor(status *jobset.JobSetStatus, name string) *jobset.ReplicatedJobStatus {
+	for i := range status.ReplicatedJobsStatus {
+		if status.ReplicatedJobsStatus[i].Name == name {
+			return &status.ReplicatedJobsStatus[i]
+		}
+	}
+	return nil
+}
+
+func grow(s *[]int32, n int) {
+	for len(*s) < n {
+		*s = append(*s, 0)
+	}
+}

@@ -1,0 +1,352 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+// staleRetry is how soon a JobSet is looked at again when its cached status
+// is older than its Jobs.
+const staleRetry = time.Second
+
+// reconcile drives one JobSet one step toward its desired state and writes
+// its status at most once.
+func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.JobSet, owned map[string]*batchv1.Job) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	list := make([]*batchv1.Job, 0, len(owned))
+	for _, j := range owned {
+		list = append(list, j)
+	}
+	jobs := classifyJobs(cached, list)
+	if jobs.staleJobSet || !c.exp.statusCurrent(key, cached.UID, &cached.Status) {
+		logger.V(2).Info("JobSet cache older than its Jobs; retrying")
+		return staleRetry, nil
+	}
+
+	now := metav1.NewTime(c.clock.Now())
+	s := &syncState{js: cached.DeepCopy()}
+	js := s.js
+	js.Status.ReplicatedJobsStatus = computeReplicatedJobsStatus(js, jobs)
+
+	var requeue time.Duration
+	var stepErr error
+	switch {
+	case finished(js):
+		stepErr = c.deleteJobs(ctx, key, js, jobs.active)
+		if stepErr == nil {
+			requeue, stepErr = c.executeTTL(ctx, js)
+		}
+	default:
+		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, now)
+	}
+
+	if err := c.writeStatus(ctx, key, cached, s); err != nil {
+		return 0, err
+	}
+	if stepErr != nil {
+		return 0, stepErr
+	}
+	if !finished(js) && restartDecided(&cached.Status, &js.Status) {
+		// A restart decided in this sync is stored: start deleting the
+		// superseded Jobs now rather than one round trip later.
+		if err := c.deleteJobs(ctx, key, js, classifyJobs(js, list).previous); err != nil {
+			return 0, err
+		}
+	}
+	if finished(js) && !finished(cached) {
+		if js.Status.TerminalState == string(jobset.JobSetCompleted) {
+			c.metrics.Completed(js)
+		}
+		// Delete the remaining active Jobs in the next pass.
+		return time.Millisecond, nil
+	}
+	return requeue, nil
+}
+
+// restartDecided reports whether the new status starts a whole-set or a
+// per-Job restart.
+func restartDecided(old, cur *jobset.JobSetStatus) bool {
+	if old.Restarts != cur.Restarts {
+		return true
+	}
+	for _, s := range cur.ReplicatedJobsStatus {
+		prev := rjStatus(old, s.Name)
+		if !apiequality.Semantic.DeepEqual(prev.JobRestarts, s.JobRestarts) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileRunning handles a JobSet that has neither completed nor failed.
+func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncState, jobs *childJobs, now metav1.Time) (time.Duration, error) {
+	js := s.js
+
+	// Jobs of superseded attempts go first.
+	if err := c.deleteJobs(ctx, key, js, jobs.previous); err != nil {
+		return 0, err
+	}
+
+	if len(jobs.failed) > 0 {
+		c.executeFailurePolicy(s, jobs.failed, now)
+		return 0, nil
+	}
+	if len(jobs.successful) > 0 && successPolicyMet(js, jobs.successful) {
+		s.setCompleted(now)
+		return 0, nil
+	}
+
+	suspended := ptr.Deref(js.Spec.Suspend, false)
+	if suspended && !hasRun(js, jobs) {
+		// Queued and never admitted: no children until the first resume.
+		s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionTrue, reasonSuspended, messageSuspended, "Normal", now)
+		return 0, nil
+	}
+	if !suspended && conditionTrue(js.Status.Conditions, string(jobset.JobSetSuspended)) {
+		if hasRun(js, jobs) {
+			js.Status.ExecutionAttempts++
+		}
+		s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionFalse, reasonResumed, messageResumed, "Normal", now)
+	}
+
+	var errs []error
+	if err := c.ensureClaims(ctx, js); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ensureHeadlessService(ctx, js); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.deleteJobs(ctx, key, js, excessJobs(js, jobs)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.createJobs(ctx, key, js, jobs, suspended); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.patchElastic(ctx, js, jobs.active); err != nil {
+		errs = append(errs, err)
+	}
+	if suspended {
+		if err := c.suspendJobs(ctx, s, jobs.active, now); err != nil {
+			errs = append(errs, err)
+		}
+	} else {
+		if err := c.resumeJobs(ctx, js, jobs.active); err != nil {
+			errs = append(errs, err)
+		}
+		s.updateStartupConditions(now)
+		if allJobsReady(js) {
+			s.endRestarting(reasonRestartingJobsReady, messageRestartingJobsReady, now)
+		}
+	}
+	return 0, errors.Join(errs...)
+}
+
+// writeStatus persists the new status with one write when it changed, and
+// emits the sync's events once it is stored.
+func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) error {
+	if apiequality.Semantic.DeepEqual(cached.Status, s.js.Status) {
+		c.emit(s.js, s.events)
+		return nil
+	}
+	_, err := c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).UpdateStatus(ctx, s.js, metav1.UpdateOptions{FieldManager: "jobset-controller"})
+	if apierrors.IsConflict(err) {
+		return errConflict
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile (e.g. by its TTL)
+	}
+	if err != nil {
+		return wrapf(err, "updating status")
+	}
+	c.exp.wroteStatus(key, s.js.UID, &s.js.Status)
+	c.emit(s.js, s.events)
+	return nil
+}
+
+// excessJobs returns current Jobs no longer described by the spec: indices
+// at or above a lowered replicas, and Jobs of unknown replicatedJobs.
+func excessJobs(js *jobset.JobSet, jobs *childJobs) []*batchv1.Job {
+	var out []*batchv1.Job
+	for _, job := range jobs.current() {
+		rj := replicatedJobByName(js, job.Labels[jobset.ReplicatedJobNameKey])
+		idx, ok := labelInt(job, jobset.JobIndexKey)
+		if rj == nil || !ok || idx >= replicasOf(rj) {
+			out = append(out, job)
+		}
+	}
+	// Highest indices first.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// createJobs creates the missing Jobs of the current attempt that the
+// startup order allows, in parallel.
+func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobSet, jobs *childJobs, suspended bool) error {
+	blocking := js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobset.BlockingRecreate
+	if blocking && (len(jobs.previous) > 0 || hasOlderAttempt(js, jobs.deleting)) {
+		return nil
+	}
+	layout := newIndexLayout(js)
+	var want []*batchv1.Job
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		if (suspended && !mayCreateSuspended(js, i)) || (!suspended && !mayStart(js, i)) {
+			continue
+		}
+		for idx := 0; idx < int(replicasOf(rj)); idx++ {
+			if _, exists := jobs.byName[jobName(js.Name, rj.Name, idx)]; exists {
+				continue // current, or a predecessor still going away
+			}
+			want = append(want, constructJob(js, layout, rj, idx, jobParams{
+				restarts:         js.Status.Restarts,
+				jobRestarts:      jobRestartsFor(&js.Status, rj.Name, int32(idx)),
+				executionAttempt: js.Status.ExecutionAttempts,
+				suspend:          suspended,
+			}))
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	created := 0
+	c.parallel(len(want), func(i int) {
+		job := want[i]
+		got, err := c.kube.BatchV1().Jobs(js.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			created++
+			c.exp.expectCreate(key, job.Name, got.UID)
+		case apierrors.IsAlreadyExists(err):
+			// Either the cache is behind (the Job's event requeues the
+			// JobSet) or a Job this JobSet does not own holds the name.
+			klog.FromContext(ctx).V(2).Info("Job already exists", "job", job.Name)
+		default:
+			errs = append(errs, wrapf(err, "creating Job %s", job.Name))
+		}
+	})
+	if created > 0 {
+		c.metrics.JobsCreated(js, created)
+		klog.FromContext(ctx).V(2).Info("Created Jobs", "count", created)
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.warn(js, reasonJobCreationFailed, err)
+		return err
+	}
+	return nil
+}
+
+// hasOlderAttempt reports whether any Job being deleted belongs to an
+// attempt before the current one.
+func hasOlderAttempt(js *jobset.JobSet, deleting []*batchv1.Job) bool {
+	for _, j := range deleting {
+		if a, ok := labelInt(j, jobset.RestartsKey); !ok || a < js.Status.Restarts {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteJobs deletes Jobs in the foreground, in parallel.
+func (c *Controller) deleteJobs(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job) error {
+	var todo []*batchv1.Job
+	for _, j := range jobs {
+		if j.DeletionTimestamp == nil && !c.exp.deletePending(key, j.Name, j.UID) {
+			todo = append(todo, j)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	c.parallel(len(todo), func(i int) {
+		job := todo[i]
+		uid := job.UID
+		opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}
+		if uid != "" {
+			opts.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		err := c.kube.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, opts)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, wrapf(err, "deleting Job %s", job.Name))
+			return
+		}
+		c.exp.expectDelete(key, job.Name, uid)
+	})
+	return errors.Join(errs...)
+}
+
+// patchElastic patches a changed parallelism or completions of the
+// template into the running Jobs.
+func (c *Controller) patchElastic(ctx context.Context, js *jobset.JobSet, active []*batchv1.Job) error {
+	var errs []error
+	for _, job := range active {
+		rj := replicatedJobByName(js, job.Labels[jobset.ReplicatedJobNameKey])
+		if rj == nil {
+			continue
+		}
+		spec := map[string]any{}
+		want := ptr.Deref(rj.Template.Spec.Parallelism, 1)
+		if ptr.Deref(job.Spec.Parallelism, 1) != want {
+			spec["parallelism"] = want
+		}
+		if rj.Template.Spec.Completions != nil && job.Spec.Completions != nil && *rj.Template.Spec.Completions != *job.Spec.Completions {
+			spec["completions"] = *rj.Template.Spec.Completions
+		}
+		if len(spec) == 0 {
+			continue
+		}
+		if err := c.patchJob(ctx, job, map[string]any{"spec": spec}); err != nil {
+			errs = append(errs, wrapf(err, "resizing Job %s", job.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) patchJob(ctx context.Context, job *batchv1.Job, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.kube.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.MergePatchType, data, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// parallel runs fn(0..n-1) with at most c.parallelism at once.
+func (c *Controller) parallel(n int, fn func(i int)) {
+	sem := make(chan struct{}, c.parallelism)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}(i)
+	}
+	wg.Wait()
+}
