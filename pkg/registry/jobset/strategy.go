@@ -98,6 +98,14 @@ func (jobSetStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runti
 	newJS := obj.(*jobset.JobSet)
 	oldJS := old.(*jobset.JobSet)
 	newJS.Spec = oldJS.Spec
+	// As on the status subresource of a CustomResourceDefinition, a status
+	// write changes nothing but status: metadata (labels, annotations,
+	// finalizers, owner references) stays as stored. The managed fields
+	// computed for this write and the resourceVersion it was checked
+	// against are kept.
+	managedFields, resourceVersion := newJS.ManagedFields, newJS.ResourceVersion
+	newJS.ObjectMeta = *oldJS.ObjectMeta.DeepCopy()
+	newJS.ManagedFields, newJS.ResourceVersion = managedFields, resourceVersion
 }
 
 func (jobSetStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {

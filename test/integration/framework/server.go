@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +25,14 @@ type Server struct {
 	Client clientset.Interface
 	// EtcdDir holds the embedded etcd's data.
 	EtcdDir string
+
+	stop func()
 }
+
+// Stop shuts the server and its embedded etcd down, waiting until both have
+// stopped. It is safe to call more than once; the test cleanup calls it too.
+// Afterwards EtcdDir may be handed to StartServerInDir.
+func (s *Server) Stop() { s.stop() }
 
 // StartServer starts a standalone server (no kube-apiserver behind it) and
 // stops it when the test ends. It returns once /readyz answers ok.
@@ -36,8 +44,15 @@ func StartServer(t testing.TB) *Server {
 // StartServerWithOptions lets a test adjust the options before start.
 func StartServerWithOptions(t testing.TB, adjust func(*apiserver.Options)) *Server {
 	t.Helper()
+	return StartServerInDir(t, t.TempDir(), adjust)
+}
+
+// StartServerInDir starts a server whose embedded etcd keeps its data in
+// etcdDir. Starting a second server on the directory of a stopped one
+// brings the stored objects back, as a restart of the process would.
+func StartServerInDir(t testing.TB, etcdDir string, adjust func(*apiserver.Options)) *Server {
+	t.Helper()
 	opts := apiserver.NewOptions(io.Discard, io.Discard)
-	etcdDir := t.TempDir()
 	opts.EmbeddedEtcdDir = etcdDir
 
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
@@ -75,11 +90,15 @@ func StartServerWithOptions(t testing.TB, adjust func(*apiserver.Options)) *Serv
 			t.Errorf("server stopped with error: %v", err)
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-		opts.StopEmbeddedEtcd()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-stopped
+			opts.StopEmbeddedEtcd()
+		})
+	}
+	t.Cleanup(stop)
 
 	restCfg := rest.CopyConfig(srv.GenericAPIServer.LoopbackClientConfig)
 	restCfg.QPS, restCfg.Burst = 1000, 2000
@@ -88,7 +107,7 @@ func StartServerWithOptions(t testing.TB, adjust func(*apiserver.Options)) *Serv
 		t.Fatalf("building client: %v", err)
 	}
 	waitReady(t, client)
-	return &Server{Config: restCfg, Client: client, EtcdDir: etcdDir}
+	return &Server{Config: restCfg, Client: client, EtcdDir: etcdDir, stop: stop}
 }
 
 func waitReady(t testing.TB, client clientset.Interface) {
