@@ -8,7 +8,7 @@ GO_TEST_FLAGS ?= -count=1
 # Packages of the unit tests: everything but the integration, e2e and bench suites.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/bench)
 
-.PHONY: all build tools run down generate verify verify-codegen verify-fmt vet \
+.PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
 	test test-unit test-integration test-e2e fuzz bench clean help
 
 all: build
@@ -25,6 +25,12 @@ tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) int
 
 run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
 	SKIP_BUILD=1 DEMO=1 hack/local-up.sh
+
+up: build tools ## Start the local cluster in the background (then: source _output/local/env).
+	SKIP_BUILD=1 hack/local-up.sh --detach
+
+update-tools: ## Rewrite hack/tools/*/go.mod after editing hack/versions.env.
+	hack/tools/update-modules.sh
 
 down: ## Stop a local cluster started with 'make run' or hack/local-up.sh --detach.
 	hack/local-down.sh
@@ -47,6 +53,7 @@ test: verify test-unit test-integration test-e2e ## Everything CI runs.
 
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	cd hack/tools/localtool && $(GO) test $(GO_TEST_FLAGS) ./...
 
 test-integration: ## The real API server on a real (embedded) etcd, in process.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...

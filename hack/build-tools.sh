@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Builds the local control plane binaries pinned in hack/versions.env into
+# _output/bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl, etcd, kwok and metrics-server (plus the small localtool helper).
+#
+# A binary is rebuilt only when it is missing or when the pins changed. The
+# pins are summarised by one hash (versions.env, the tool modules' go.mod and
+# go.sum, the link flags and the Go version); each binary gets a stamp file
+# _output/bin/.stamps/<name> holding the hash it was built for.
+#
+# Finished builds are also kept in ${JOBSET_TOOLS_CACHE}/<hash>/ (default
+# ~/.cache/nativejobset/tools) and taken from there when present, so a fresh
+# clone on a machine that built them before needs no compile. Set
+# JOBSET_TOOLS_CACHE=off to skip the cache.
+#
+# Usage: hack/build-tools.sh [name ...]   (default: all)
+# Env:   OUTPUT_BIN (default _output/bin), JOBSET_TOOLS_CACHE,
+#        JOBSET_TOOLS_CACHE_KEEP (default 2), NICE (default 10)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/tools.sh
+source "${ROOT}/hack/lib/tools.sh"
+
+export GOWORK=off GOFLAGS="-mod=readonly" CGO_ENABLED=0
+OUT="${OUTPUT_BIN:-${ROOT}/_output/bin}"
+NICE="${NICE:-10}"
+CACHE_ROOT="${JOBSET_TOOLS_CACHE:-${HOME}/.cache/nativejobset/tools}"
+
+tools::check_modules
+
+HASH="$(tools::hash)"
+CACHE=""
+if [[ "${CACHE_ROOT}" != "off" ]]; then
+  CACHE="${CACHE_ROOT}/${HASH}"
+fi
+mkdir -p "${OUT}/.stamps"
+
+wanted=("$@")
+[[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL_TOOLS[@]}" localtool)
+
+# module_of <tool>: the hack/tools/<module> that builds it, and its package.
+module_of() {
+  case "$1" in
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "kube k8s.io/kubernetes/cmd/$1" ;;
+    etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
+    kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
+    metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
+    localtool) echo "localtool ." ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} localtool)" ;;
+  esac
+}
+
+ldflags_for() {
+  case "$1" in
+    kube) tools::ldflags_kube ;;
+    # metrics-server reports its version through client-go's version package.
+    metrics-server) echo "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}" ;;
+    *) echo "-s -w" ;;
+  esac
+}
+
+up_to_date() { # <tool>
+  [[ -x "${OUT}/$1" && -f "${OUT}/.stamps/$1" && "$(cat "${OUT}/.stamps/$1")" == "$2" ]]
+}
+
+install_bin() { # <src> <tool> <hash>
+  # Hard-link from the cache when it is on the same file system, else copy.
+  rm -f "${OUT}/$2"
+  ln "$1" "${OUT}/$2" 2>/dev/null || cp "$1" "${OUT}/$2"
+  echo "$3" >"${OUT}/.stamps/$2"
+}
+
+# localtool is part of this repository, not pinned by versions.env: it is keyed
+# by the hash of its own sources and never cached outside the checkout.
+localtool_hash() {
+  local f
+  for f in "${ROOT}"/hack/tools/localtool/*.go "${ROOT}/hack/tools/localtool/go.mod"; do
+    [[ "${f}" == *_test.go ]] || cat "${f}"
+  done | sha256sum | cut -c1-16
+}
+
+declare -A todo=()   # module -> "tool tool ..."
+for t in "${wanted[@]}"; do
+  read -r mod pkg <<<"$(module_of "${t}")"
+  h="${HASH}"
+  [[ "${t}" == localtool ]] && h="$(localtool_hash)"
+  if up_to_date "${t}" "${h}"; then
+    continue
+  fi
+  if [[ -n "${CACHE}" && "${t}" != localtool && -x "${CACHE}/${t}" ]]; then
+    echo "==> ${t}: from cache ${CACHE}"
+    install_bin "${CACHE}/${t}" "${t}" "${h}"
+    continue
+  fi
+  todo[${mod}]+="${t} "
+done
+
+if [[ ${#todo[@]} -eq 0 ]]; then
+  echo "tools up to date in ${OUT} (${HASH})"
+  exit 0
+fi
+
+for mod in "${!todo[@]}"; do
+  read -r -a tools <<<"${todo[${mod}]}"
+  pkgs=()
+  for t in "${tools[@]}"; do
+    read -r _ pkg <<<"$(module_of "${t}")"
+    pkgs+=("${pkg}")
+  done
+  # Build into a scratch directory and move into place only on success, so an
+  # interrupted build never leaves a half-written binary behind.
+  tmp="$(mktemp -d "${OUT}/.build.XXXXXX")"
+  trap 'rm -rf "${tmp}"' EXIT
+  echo "==> building ${tools[*]} (hack/tools/${mod})"
+  start=${SECONDS}
+  (
+    cd "${ROOT}/hack/tools/${mod}"
+    if [[ ${#pkgs[@]} -eq 1 ]]; then
+      # With one package, -o names the file.
+      nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[0]}" "${pkgs[0]}"
+    else
+      nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/" "${pkgs[@]}"
+    fi
+  )
+  echo "    done in $((SECONDS - start))s"
+  for t in "${tools[@]}"; do
+    [[ -x "${tmp}/${t}" ]] || tools::die "build of ${t} produced no binary"
+    h="${HASH}"
+    if [[ "${t}" == localtool ]]; then
+      h="$(localtool_hash)"
+    elif [[ -n "${CACHE}" ]]; then
+      mkdir -p "${CACHE}"
+      cp "${tmp}/${t}" "${CACHE}/.${t}.$$"
+      mv -f "${CACHE}/.${t}.$$" "${CACHE}/${t}"
+    fi
+    mv -f "${tmp}/${t}" "${OUT}/${t}"
+    echo "${h}" >"${OUT}/.stamps/${t}"
+  done
+  rm -rf "${tmp}"
+  trap - EXIT
+done
+# Keep the cache from growing without bound: only the most recently built
+# JOBSET_TOOLS_CACHE_KEEP (default 2) hashes stay.
+if [[ -n "${CACHE}" && -d "${CACHE_ROOT}" ]]; then
+  keep="${JOBSET_TOOLS_CACHE_KEEP:-2}"
+  # shellcheck disable=SC2010,SC2012 # the names are our own hex hashes
+  ls -1t "${CACHE_ROOT}" | grep -E '^[0-9a-f]{16}$' | tail -n "+$((keep + 1))" | while read -r old; do
+    [[ "${old}" != "${HASH}" ]] || continue
+    echo "==> removing old cache entry ${CACHE_ROOT}/${old}"
+    rm -rf "${CACHE_ROOT:?}/${old}"
+  done
+fi
+echo "tools ready in ${OUT} (${HASH})"

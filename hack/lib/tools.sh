@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Shared helpers for hack/build-tools.sh and hack/tools/update-modules.sh.
+# Source it; it defines variables and functions only.
+# shellcheck disable=SC2034 # variables for the scripts that source this file
+
+TOOLS_LIB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+# shellcheck source=hack/versions.env
+source "${TOOLS_LIB_ROOT}/hack/versions.env"
+
+# `go` directive written into the generated tool modules.
+TOOLS_GO_DIRECTIVE="1.26.0"
+
+# Binaries built from k8s.io/kubernetes/cmd/<name>.
+KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# Every binary hack/build-tools.sh produces.
+ALL_TOOLS=("${KUBE_TOOLS[@]}" etcd kwok metrics-server)
+# Tool modules (directories under hack/tools/) whose go.mod/go.sum pin the builds.
+TOOL_MODULES=(kube etcd kwok metrics-server)
+
+tools::die() {
+  echo "error: $*" >&2
+  exit 1
+}
+
+# tools::required_version <go.mod> <module>: the version <module> is required at
+# (ignoring replace lines).
+tools::required_version() {
+  awk -v m="$2" '
+    $0 ~ /=>/ { next }
+    $1 == "require" && $2 == m { print $3; exit }
+    $1 == m { print $2; exit }
+  ' "$1"
+}
+
+# tools::check_modules: fail unless the committed tool modules pin exactly the
+# versions in hack/versions.env.
+tools::check_modules() {
+  local dir="${TOOLS_LIB_ROOT}/hack/tools" bad=0 got m
+  check() { # <module dir> <module> <want>
+    got="$(tools::required_version "${dir}/$1/go.mod" "$2" 2>/dev/null || true)"
+    if [[ "${got}" != "$3" ]]; then
+      echo "hack/tools/$1/go.mod requires $2 ${got:-<nothing>}, hack/versions.env says $3" >&2
+      bad=1
+    fi
+  }
+  check kube k8s.io/kubernetes "${KUBERNETES_VERSION}"
+  check etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}"
+  check kwok sigs.k8s.io/kwok "${KWOK_VERSION}"
+  check metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
+  # Every staging replacement must point at KUBE_STAGING_VERSION.
+  m="$(awk -v v="${KUBE_STAGING_VERSION}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != v {print $1 " " $4}' "${dir}/kube/go.mod")"
+  if [[ -n "${m}" ]]; then
+    echo "hack/tools/kube/go.mod replaces staging modules with versions other than ${KUBE_STAGING_VERSION}:" >&2
+    echo "${m}" >&2
+    bad=1
+  fi
+  if [[ ${bad} -ne 0 ]]; then
+    tools::die "tool modules are out of date; run hack/tools/update-modules.sh"
+  fi
+}
+
+# tools::hash: hash of everything that decides what the tool binaries are: the
+# pinned versions, the tool modules, the build script and the Go toolchain.
+tools::hash() {
+  local dir="${TOOLS_LIB_ROOT}/hack" m
+  {
+    # Comments and blank lines of versions.env do not count.
+    grep -Ev '^[[:space:]]*(#|$)' "${dir}/versions.env"
+    for m in "${TOOL_MODULES[@]}"; do
+      echo "== ${m}"
+      cat "${dir}/tools/${m}/go.mod" "${dir}/tools/${m}/go.sum"
+    done
+    echo "== build"
+    tools::ldflags_kube
+    go env GOVERSION GOOS GOARCH
+  } | sha256sum | cut -c1-16
+}
+
+# tools::ldflags_kube: version stamps for the kube binaries. Clients that parse
+# the server version (kubectl, client-go discovery, kwok) reject the default
+# "v0.0.0-master+$Format:%H$" placeholder.
+tools::ldflags_kube() {
+  local major minor pkg flags=""
+  major="${KUBERNETES_VERSION#v}"; major="${major%%.*}"
+  minor="${KUBERNETES_VERSION#v*.}"; minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${KUBERNETES_VERSION}"
+    flags+=" -X ${pkg}.gitMajor=${major}"
+    flags+=" -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean"
+  done
+  echo "-s -w${flags}"
+}

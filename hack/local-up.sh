@@ -1,0 +1,666 @@
+#!/usr/bin/env bash
+# Starts a local development cluster made of real control plane processes on
+# 127.0.0.1, with kwok playing the kubelets of a few fake nodes:
+#
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
+#   metrics-server, and (when this checkout has them) jobset-apiserver,
+#   registered as APIService v1alpha2.jobset.x-k8s.io, and jobset-controller.
+#
+# Everything lives under LOCAL_DIR (default _output/local): pki/, kubeconfigs/,
+# logs/<component>.log, pids/<component>.pid, data/. The admin kubeconfig is
+# LOCAL_DIR/kubeconfig. Stop the stack with hack/local-down.sh (or Ctrl-C in the
+# default foreground mode).
+#
+# Usage: hack/local-up.sh [--detach] [--demo] [--help]
+#   --detach   return once everything is ready (also DETACH=1); default: stay in
+#              the foreground and stop everything on Ctrl-C
+#   --demo     apply artifacts/examples/simple.yaml when it exists (also DEMO=1)
+#
+# Environment (defaults in brackets):
+#   LOCAL_DIR [_output/local]   state directory; one per stack
+#   PORT_BASE [26400]           ports: etcd +0 (peer +1), kwok +10, kube-apiserver +43,
+#                               metrics-server +44, jobset-apiserver +45,
+#                               jobset-controller health +47 (plain HTTP),
+#                               kube-controller-manager +57, kube-scheduler +59
+#                               (each can be set directly: ETCD_PORT, ETCD_PEER_PORT,
+#                               KWOK_PORT, APISERVER_PORT, METRICS_SERVER_PORT,
+#                               JOBSET_APISERVER_PORT, JOBSET_CONTROLLER_HEALTH_PORT,
+#                               KCM_PORT, SCHEDULER_PORT)
+#   NODES [4]                   number of fake nodes kwok-node-0..N-1
+#   NODES_PER_RACK [2]          nodes sharing a rack label (topology.jobset.x-k8s.io/rack)
+#   NODES_PER_POOL [2]          nodes sharing a node pool (cloud.google.com/gke-nodepool)
+#   ZONES [2]                   racks are spread over zones zone-a, zone-b, ...
+#   NODE_CPU [32] NODE_MEMORY [128Gi] NODE_PODS [110]   allocatable of each node
+#   SERVICE_CIDR [10.96.0.0/16] POD_CIDR [10.244.0.0/16] (pod IPs are fake; nothing connects to them)
+#   JOBSET [auto]               auto: build and start jobset-apiserver/-controller
+#                               when cmd/jobset-apiserver exists; 0: never; 1: required
+#   JOBSET_APISERVER_ARGS, JOBSET_CONTROLLER_ARGS   extra flags (word-split)
+#   LOG_VERBOSITY [1]           --v of the kube components
+#   WAIT_TIMEOUT [120]          seconds to wait for each component
+#   SKIP_BUILD [0]              1: do not run hack/build-tools.sh / go build
+#   KEEP_ON_FAILURE [0]         1: leave the processes running when startup fails
+#   CLEAN [0]                   1: wipe the cluster data (not the certificates) first
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/local.sh
+source "${ROOT}/hack/lib/local.sh"
+# shellcheck source=hack/versions.env
+source "${ROOT}/hack/versions.env"
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+
+DETACH="${DETACH:-0}"
+DEMO="${DEMO:-0}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --detach|-d) DETACH=1 ;;
+    --demo) DEMO=1 ;;
+    --help|-h) usage; exit 0 ;;
+    *) usage >&2; local::die "unknown argument: $1" ;;
+  esac
+  shift
+done
+
+PORT_BASE="${PORT_BASE:-26400}"
+ETCD_PORT="${ETCD_PORT:-$((PORT_BASE + 0))}"
+ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((PORT_BASE + 1))}"
+KWOK_PORT="${KWOK_PORT:-$((PORT_BASE + 10))}"
+APISERVER_PORT="${APISERVER_PORT:-$((PORT_BASE + 43))}"
+METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-$((PORT_BASE + 44))}"
+JOBSET_APISERVER_PORT="${JOBSET_APISERVER_PORT:-$((PORT_BASE + 45))}"
+JOBSET_CONTROLLER_HEALTH_PORT="${JOBSET_CONTROLLER_HEALTH_PORT:-$((PORT_BASE + 47))}"
+KCM_PORT="${KCM_PORT:-$((PORT_BASE + 57))}"
+SCHEDULER_PORT="${SCHEDULER_PORT:-$((PORT_BASE + 59))}"
+
+NODES="${NODES:-4}"
+NODES_PER_RACK="${NODES_PER_RACK:-2}"
+NODES_PER_POOL="${NODES_PER_POOL:-2}"
+ZONES="${ZONES:-2}"
+NODE_CPU="${NODE_CPU:-32}"
+NODE_MEMORY="${NODE_MEMORY:-128Gi}"
+NODE_PODS="${NODE_PODS:-110}"
+SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
+POD_CIDR="${POD_CIDR:-10.244.0.0/16}"
+JOBSET="${JOBSET:-auto}"
+LOG_VERBOSITY="${LOG_VERBOSITY:-1}"
+WAIT_TIMEOUT="${WAIT_TIMEOUT:-120}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
+KEEP_ON_FAILURE="${KEEP_ON_FAILURE:-0}"
+CLEAN="${CLEAN:-0}"
+
+DATA_DIR="${LOCAL_DIR}/data"
+KWOK_CONFIG_DIR="${ROOT}/hack/local/kwok"
+LOCALTOOL="${BIN_DIR}/localtool"
+KUBECTL="${BIN_DIR}/kubectl"
+API_URL="https://127.0.0.1:${APISERVER_PORT}"
+
+for n in NODES NODES_PER_RACK NODES_PER_POOL ZONES PORT_BASE; do
+  [[ "${!n}" =~ ^[0-9]+$ ]] || local::die "${n} must be a number, got '${!n}'"
+done
+[[ ${NODES_PER_RACK} -gt 0 && ${NODES_PER_POOL} -gt 0 && ${ZONES} -gt 0 && ${ZONES} -le 26 ]] ||
+  local::die "NODES_PER_RACK and NODES_PER_POOL must be > 0, ZONES in 1..26"
+
+kubectl() { "${KUBECTL}" --kubeconfig "${ADMIN_KUBECONFIG}" --cache-dir "${LOCAL_DIR}/cache/kubectl" "$@"; }
+
+# ---------------------------------------------------------------------------
+# Preflight
+
+for c in "${LOCAL_COMPONENTS[@]}"; do
+  if pid="$(local::pid "${c}")"; then
+    local::die "${c} of the stack in ${LOCAL_DIR} is already running (pid ${pid}); run hack/local-down.sh first (with the same LOCAL_DIR)"
+  fi
+done
+
+# port_free <port> <what>: fail when something already listens on 127.0.0.1:<port>.
+port_free() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    local::die "port $1 ($2) on 127.0.0.1 is in use; pick other ports with PORT_BASE=<n> (and a separate LOCAL_DIR)"
+  fi
+}
+
+if [[ "${SKIP_BUILD}" != 1 ]]; then
+  "${ROOT}/hack/build-tools.sh"
+fi
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server localtool; do
+  [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh"
+done
+
+# Decide about the JobSet components.
+WITH_JOBSET=0
+case "${JOBSET}" in
+  0|false|no) ;;
+  auto|1|true|yes)
+    if [[ -d "${ROOT}/cmd/jobset-apiserver" ]]; then
+      if [[ "${SKIP_BUILD}" != 1 ]]; then
+        local::log "building jobset-apiserver and jobset-controller (go build ./cmd/...)"
+        (cd "${ROOT}" && GOWORK=off nice -n "${NICE:-10}" go build -o "${BIN_DIR}/" ./cmd/...) ||
+          local::die "building ./cmd/... failed (JOBSET=0 starts the cluster without the JobSet components)"
+      fi
+      if [[ -x "${BIN_DIR}/jobset-apiserver" ]]; then
+        WITH_JOBSET=1
+      elif [[ "${JOBSET}" != auto ]]; then
+        local::die "JOBSET=${JOBSET} but ${BIN_DIR}/jobset-apiserver does not exist"
+      fi
+    elif [[ "${JOBSET}" != auto ]]; then
+      local::die "JOBSET=${JOBSET} but cmd/jobset-apiserver does not exist in this checkout"
+    else
+      local::log "cmd/jobset-apiserver does not exist yet: starting the cluster without jobset-apiserver/-controller"
+    fi
+    ;;
+  *) local::die "JOBSET must be auto, 0 or 1" ;;
+esac
+
+port_free "${ETCD_PORT}" etcd
+port_free "${ETCD_PEER_PORT}" "etcd peer"
+port_free "${APISERVER_PORT}" kube-apiserver
+port_free "${KCM_PORT}" kube-controller-manager
+port_free "${SCHEDULER_PORT}" kube-scheduler
+port_free "${KWOK_PORT}" kwok
+port_free "${METRICS_SERVER_PORT}" metrics-server
+if [[ ${WITH_JOBSET} == 1 ]]; then
+  port_free "${JOBSET_APISERVER_PORT}" jobset-apiserver
+  port_free "${JOBSET_CONTROLLER_HEALTH_PORT}" "jobset-controller health"
+fi
+
+mkdir -p "${PKI_DIR}" "${LOG_DIR}" "${PID_DIR}" "${KUBECONFIG_DIR}" "${DATA_DIR}"
+if [[ "${CLEAN}" == 1 ]]; then
+  local::log "CLEAN=1: removing ${DATA_DIR}"
+  rm -rf "${DATA_DIR}"
+  mkdir -p "${DATA_DIR}"
+fi
+
+# Traps may fire while a command with redirected output runs (many below send
+# theirs to /dev/null), so they write to saved copies of stdout and stderr.
+exec 3>&1 4>&2
+
+# From here on, a failed or interrupted startup stops whatever it started.
+STARTED=0
+on_exit() {
+  local rc=$?
+  # Finish the clean-up even if the terminal goes away or Ctrl-C is pressed
+  # again, and even if writing to a closed terminal fails.
+  trap '' INT TERM HUP
+  set +e
+  if [[ ${STARTED} == 0 && ${rc} != 0 ]]; then
+    if [[ "${KEEP_ON_FAILURE}" == 1 ]]; then
+      echo "startup failed; KEEP_ON_FAILURE=1 leaves the processes running (hack/local-down.sh stops them)" >&4
+    else
+      echo "startup failed or interrupted; stopping what was started (KEEP_ON_FAILURE=1 keeps it)" >&4
+      local::stop_all >&3 2>&4
+    fi
+  fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# ---------------------------------------------------------------------------
+# Certificates and kubeconfigs (kept across restarts)
+
+local::log "certificates and kubeconfigs in ${LOCAL_DIR}"
+lt() { "${LOCALTOOL}" "$@"; }
+P="${PKI_DIR}"
+FIRST_SERVICE_IP="$(awk -F'[./]' '{printf "%d.%d.%d.%d", $1, $2, $3, $4 + 1}' <<<"${SERVICE_CIDR}")"
+
+lt ca -out "${P}/ca" -cn "jobset-local-ca"
+lt ca -out "${P}/front-proxy-ca" -cn "jobset-local-front-proxy-ca"
+lt key -out "${P}/sa"
+lt cert -ca "${P}/ca" -out "${P}/etcd-server" -cn etcd -server -san "localhost,127.0.0.1"
+lt cert -ca "${P}/ca" -out "${P}/etcd-client" -cn kube-apiserver-etcd-client -client
+lt cert -ca "${P}/ca" -out "${P}/kube-apiserver" -cn kube-apiserver -server \
+  -san "localhost,127.0.0.1,${FIRST_SERVICE_IP},kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local"
+lt cert -ca "${P}/ca" -out "${P}/kube-apiserver-kubelet-client" -cn kube-apiserver-kubelet-client -o system:masters -client
+lt cert -ca "${P}/front-proxy-ca" -out "${P}/front-proxy-client" -cn front-proxy-client -client
+lt cert -ca "${P}/ca" -out "${P}/admin" -cn admin -o system:masters -client
+lt cert -ca "${P}/ca" -out "${P}/kube-controller-manager" -cn system:kube-controller-manager -client
+lt cert -ca "${P}/ca" -out "${P}/kube-controller-manager-serving" -cn kube-controller-manager -server -san "localhost,127.0.0.1"
+lt cert -ca "${P}/ca" -out "${P}/kube-scheduler" -cn system:kube-scheduler -client
+lt cert -ca "${P}/ca" -out "${P}/kube-scheduler-serving" -cn kube-scheduler -server -san "localhost,127.0.0.1"
+# kwok acts for every fake node's kubelet; it gets the rights of the cluster admin.
+lt cert -ca "${P}/ca" -out "${P}/kwok" -cn system:kwok -o system:masters -client
+lt cert -ca "${P}/ca" -out "${P}/kwok-serving" -cn kwok -server -san "localhost,127.0.0.1"
+lt cert -ca "${P}/ca" -out "${P}/metrics-server" -cn system:metrics-server -client
+lt cert -ca "${P}/ca" -out "${P}/metrics-server-serving" -cn metrics-server -server \
+  -san "localhost,127.0.0.1,metrics-server,metrics-server.kube-system,metrics-server.kube-system.svc,metrics-server.kube-system.svc.cluster.local"
+lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver" -cn system:jobset-apiserver -client
+lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver-serving" -cn jobset-apiserver -server \
+  -san "localhost,127.0.0.1,jobset-apiserver,jobset-apiserver.jobset-system,jobset-apiserver.jobset-system.svc,jobset-apiserver.jobset-system.svc.cluster.local"
+lt cert -ca "${P}/ca" -out "${P}/jobset-controller" -cn system:jobset-controller -client
+
+# write_kubeconfig <file> <client cert/key path without extension> <user name>
+write_kubeconfig() {
+  local tmp="$1.tmp"
+  cat >"${tmp}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: jobset-local
+  cluster:
+    server: ${API_URL}
+    certificate-authority: ${P}/ca.crt
+users:
+- name: $3
+  user:
+    client-certificate: $2.crt
+    client-key: $2.key
+contexts:
+- name: jobset-local
+  context:
+    cluster: jobset-local
+    user: $3
+current-context: jobset-local
+EOF
+  mv -f "${tmp}" "$1"
+}
+write_kubeconfig "${ADMIN_KUBECONFIG}" "${P}/admin" admin
+for c in kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller; do
+  write_kubeconfig "${KUBECONFIG_DIR}/${c}.kubeconfig" "${P}/${c}" "${c}"
+done
+CA_BUNDLE="$(base64 -w0 <"${P}/ca.crt")"
+
+# ---------------------------------------------------------------------------
+# Process helpers
+
+# start <component> <binary> [args...]: run it in its own session (so a
+# Ctrl-C in this terminal reaches only this script, which then stops the stack
+# in order), log to logs/<component>.log, record pids/<component>.pid.
+start() {
+  local name="$1" bin="$2" log pid start exe i
+  shift 2
+  log="${LOG_DIR}/${name}.log"
+  {
+    echo "==== $(date -u +%Y-%m-%dT%H:%M:%SZ) starting ${name}"
+    printf '%q ' "${bin}" "$@"
+    echo
+  } >>"${log}"
+  setsid "${bin}" "$@" </dev/null >>"${log}" 2>&1 &
+  pid=$!
+  # Not a job of this shell: no "Killed" notices when hack/local-down.sh stops it.
+  disown "${pid}"
+  # Record the process at once, so that an interrupted start-up still leaves a
+  # pid file behind: the start time is fixed at fork, before the exec.
+  start="$(local::starttime "${pid}")" || {
+    tail -n 20 "${log}" >&2
+    local::die "${name} exited right after start; see ${log}"
+  }
+  echo "${pid} ${start}" >"$(local::pidfile "${name}")"
+  # setsid execs the binary in place (this shell has no job control, so the
+  # child is no process group leader). Once the exec has happened, add the
+  # executable to the record.
+  exe="$(readlink -f "${bin}")"
+  for ((i = 0; i < 50; i++)); do
+    [[ "$(readlink "/proc/${pid}/exe" 2>/dev/null)" == "${exe}" ]] && break
+    kill -0 "${pid}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ "$(readlink "/proc/${pid}/exe" 2>/dev/null)" != "${exe}" ]]; then
+    tail -n 20 "${log}" >&2
+    local::die "${name} did not start (pid ${pid}); see ${log}"
+  fi
+  echo "${pid} ${start} ${exe}" >"$(local::pidfile "${name}")"
+  local::log "started ${name} (pid ${pid}, log ${log})"
+}
+
+# wait_for <component> <what> <command...>: poll the command every half
+# second until it succeeds, the component exits, or WAIT_TIMEOUT passes.
+wait_for() {
+  local name="$1" what="$2" deadline log
+  shift 2
+  log="${LOG_DIR}/${name}.log"
+  deadline=$((SECONDS + WAIT_TIMEOUT))
+  until "$@" >/dev/null 2>&1; do
+    if ! local::pid "${name}" >/dev/null; then
+      echo "---- last lines of ${log}:" >&2
+      tail -n 30 "${log}" >&2
+      local::die "${name} exited while waiting for ${what}; read ${log}"
+    fi
+    if [[ ${SECONDS} -ge ${deadline} ]]; then
+      echo "---- last lines of ${log}:" >&2
+      tail -n 30 "${log}" >&2
+      echo "---- last attempt:" >&2
+      "$@" >&2 || true
+      local::die "timed out after ${WAIT_TIMEOUT}s waiting for ${what}; read ${log}"
+    fi
+    sleep 0.5
+  done
+  local::log "${what}: ok"
+}
+
+probe() { lt probe -cacert "${P}/ca.crt" "$@"; }
+
+# render <file>: a manifest from artifacts/local with its @@NAME@@ words filled in.
+render() {
+  sed -e "s|@@CA_BUNDLE@@|${CA_BUNDLE}|g" \
+    -e "s|@@JOBSET_APISERVER_PORT@@|${JOBSET_APISERVER_PORT}|g" \
+    -e "s|@@METRICS_SERVER_PORT@@|${METRICS_SERVER_PORT}|g" \
+    "${ROOT}/artifacts/local/$1"
+}
+
+# ---------------------------------------------------------------------------
+# etcd
+
+start etcd "${BIN_DIR}/etcd" \
+  --name local \
+  --data-dir "${DATA_DIR}/etcd" \
+  --listen-client-urls "https://127.0.0.1:${ETCD_PORT}" \
+  --advertise-client-urls "https://127.0.0.1:${ETCD_PORT}" \
+  --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
+  --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
+  --initial-cluster "local=http://127.0.0.1:${ETCD_PEER_PORT}" \
+  --cert-file "${P}/etcd-server.crt" --key-file "${P}/etcd-server.key" \
+  --client-cert-auth --trusted-ca-file "${P}/ca.crt" \
+  --unsafe-no-fsync \
+  --log-level warn
+wait_for etcd "etcd health" probe -cert "${P}/etcd-client.crt" -key "${P}/etcd-client.key" "https://127.0.0.1:${ETCD_PORT}/health"
+
+# ---------------------------------------------------------------------------
+# kube-apiserver
+
+start kube-apiserver "${BIN_DIR}/kube-apiserver" \
+  --v="${LOG_VERBOSITY}" \
+  --bind-address=127.0.0.1 \
+  --advertise-address=127.0.0.1 \
+  --secure-port="${APISERVER_PORT}" \
+  --tls-cert-file="${P}/kube-apiserver.crt" --tls-private-key-file="${P}/kube-apiserver.key" \
+  --client-ca-file="${P}/ca.crt" \
+  --etcd-servers="https://127.0.0.1:${ETCD_PORT}" \
+  --etcd-cafile="${P}/ca.crt" --etcd-certfile="${P}/etcd-client.crt" --etcd-keyfile="${P}/etcd-client.key" \
+  --authorization-mode=Node,RBAC \
+  --allow-privileged=true \
+  --service-cluster-ip-range="${SERVICE_CIDR}" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="${P}/sa.pub" \
+  --service-account-signing-key-file="${P}/sa.key" \
+  --api-audiences=https://kubernetes.default.svc.cluster.local \
+  --endpoint-reconciler-type=none \
+  --kubelet-client-certificate="${P}/kube-apiserver-kubelet-client.crt" \
+  --kubelet-client-key="${P}/kube-apiserver-kubelet-client.key" \
+  --kubelet-certificate-authority="${P}/ca.crt" \
+  --kubelet-preferred-address-types=InternalIP \
+  --requestheader-client-ca-file="${P}/front-proxy-ca.crt" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-username-headers=X-Remote-User \
+  --requestheader-uid-headers=X-Remote-Uid \
+  --proxy-client-cert-file="${P}/front-proxy-client.crt" \
+  --proxy-client-key-file="${P}/front-proxy-client.key" \
+  --enable-aggregator-routing=false
+wait_for kube-apiserver "kube-apiserver /readyz" probe -cert "${P}/admin.crt" -key "${P}/admin.key" "${API_URL}/readyz"
+
+# ---------------------------------------------------------------------------
+# kube-controller-manager and kube-scheduler
+
+start kube-controller-manager "${BIN_DIR}/kube-controller-manager" \
+  --v="${LOG_VERBOSITY}" \
+  --kubeconfig="${KUBECONFIG_DIR}/kube-controller-manager.kubeconfig" \
+  --authentication-kubeconfig="${KUBECONFIG_DIR}/kube-controller-manager.kubeconfig" \
+  --authorization-kubeconfig="${KUBECONFIG_DIR}/kube-controller-manager.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="${KCM_PORT}" \
+  --tls-cert-file="${P}/kube-controller-manager-serving.crt" \
+  --tls-private-key-file="${P}/kube-controller-manager-serving.key" \
+  --controllers='*' \
+  --use-service-account-credentials=true \
+  --service-account-private-key-file="${P}/sa.key" \
+  --root-ca-file="${P}/ca.crt" \
+  --cluster-signing-cert-file="${P}/ca.crt" --cluster-signing-key-file="${P}/ca.key" \
+  --service-cluster-ip-range="${SERVICE_CIDR}" \
+  --flex-volume-plugin-dir="${DATA_DIR}/flexvolume" \
+  --leader-elect=false
+start kube-scheduler "${BIN_DIR}/kube-scheduler" \
+  --v="${LOG_VERBOSITY}" \
+  --kubeconfig="${KUBECONFIG_DIR}/kube-scheduler.kubeconfig" \
+  --authentication-kubeconfig="${KUBECONFIG_DIR}/kube-scheduler.kubeconfig" \
+  --authorization-kubeconfig="${KUBECONFIG_DIR}/kube-scheduler.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="${SCHEDULER_PORT}" \
+  --tls-cert-file="${P}/kube-scheduler-serving.crt" \
+  --tls-private-key-file="${P}/kube-scheduler-serving.key" \
+  --leader-elect=false
+wait_for kube-controller-manager "kube-controller-manager /healthz" probe "https://127.0.0.1:${KCM_PORT}/healthz"
+wait_for kube-scheduler "kube-scheduler /readyz" probe "https://127.0.0.1:${SCHEDULER_PORT}/readyz"
+
+# ---------------------------------------------------------------------------
+# kwok and the fake nodes
+
+# kwok also reads ~/.kwok/kwok.yaml when it exists; give it a HOME of its own
+# so that only our stage files count.
+mkdir -p "${DATA_DIR}/kwok-home"
+HOME="${DATA_DIR}/kwok-home" start kwok "${BIN_DIR}/kwok" \
+  --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig" \
+  --config="${KWOK_CONFIG_DIR}/stages.yaml" \
+  --config="${KWOK_CONFIG_DIR}/metrics.yaml" \
+  --manage-all-nodes=false \
+  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --node-ip=127.0.0.1 \
+  --node-port="${KWOK_PORT}" \
+  --server-address="127.0.0.1:${KWOK_PORT}" \
+  --tls-cert-file="${P}/kwok-serving.crt" --tls-private-key-file="${P}/kwok-serving.key" \
+  --node-lease-duration-seconds=40 \
+  --cidr="${POD_CIDR}"
+wait_for kwok "kwok /healthz" probe "https://127.0.0.1:${KWOK_PORT}/healthz"
+
+nodes_manifest() {
+  local i rack pool zone letters=abcdefghijklmnopqrstuvwxyz
+  for ((i = 0; i < NODES; i++)); do
+    rack=$((i / NODES_PER_RACK))
+    pool=$((i / NODES_PER_POOL))
+    zone="zone-${letters:$((rack % ZONES)):1}"
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-${i}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    metrics.k8s.io/resource-metrics-path: /metrics/nodes/kwok-node-${i}/metrics/resource
+  labels:
+    type: kwok
+    kubernetes.io/hostname: kwok-node-${i}
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    node.kubernetes.io/instance-type: kwok
+    topology.kubernetes.io/region: local
+    topology.kubernetes.io/zone: ${zone}
+    topology.jobset.x-k8s.io/rack: rack-${rack}
+    cloud.google.com/gke-nodepool: pool-${pool}
+spec: {}
+status:
+  allocatable:
+    cpu: "${NODE_CPU}"
+    memory: ${NODE_MEMORY}
+    pods: "${NODE_PODS}"
+  capacity:
+    cpu: "${NODE_CPU}"
+    memory: ${NODE_MEMORY}
+    pods: "${NODE_PODS}"
+EOF
+  done
+}
+local::log "creating ${NODES} fake nodes"
+nodes_manifest | kubectl apply -f - >/dev/null
+# Nodes of an earlier run with a larger NODES go away.
+for n in $(kubectl get nodes -l type=kwok -o name); do
+  idx="${n#node/kwok-node-}"
+  if [[ ! "${idx}" =~ ^[0-9]+$ ]] || [[ ${idx} -ge ${NODES} ]]; then
+    kubectl delete "${n}" --wait=false >/dev/null
+  fi
+done
+nodes_ready() {
+  local ready
+  ready="$(kubectl get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$')"
+  [[ "${ready}" -ge "${NODES}" ]] || return 1
+  # The node lifecycle controller lifts the not-ready taint once it saw the node Ready.
+  ! kubectl get nodes -l type=kwok -o jsonpath='{.items[*].spec.taints[*].key}' | grep -q 'node.kubernetes.io/not-ready'
+}
+wait_for kwok "${NODES} kwok nodes Ready and untainted" nodes_ready
+
+# ---------------------------------------------------------------------------
+# metrics-server
+
+kubectl apply -f "${ROOT}/artifacts/local/metrics-server-rbac.yaml" >/dev/null
+start metrics-server "${BIN_DIR}/metrics-server" \
+  --kubeconfig="${KUBECONFIG_DIR}/metrics-server.kubeconfig" \
+  --authentication-kubeconfig="${KUBECONFIG_DIR}/metrics-server.kubeconfig" \
+  --authorization-kubeconfig="${KUBECONFIG_DIR}/metrics-server.kubeconfig" \
+  --bind-address=127.0.0.1 --secure-port="${METRICS_SERVER_PORT}" \
+  --tls-cert-file="${P}/metrics-server-serving.crt" \
+  --tls-private-key-file="${P}/metrics-server-serving.key" \
+  --kubelet-use-node-status-port \
+  --kubelet-preferred-address-types=InternalIP \
+  --kubelet-certificate-authority="${P}/ca.crt" \
+  --metric-resolution=15s
+apiservice_available() {
+  [[ "$(kubectl get apiservice "$1" -o jsonpath='{.status.conditions[?(@.type=="Available")].status}')" == True ]]
+}
+wait_for metrics-server "metrics-server /livez" probe "https://127.0.0.1:${METRICS_SERVER_PORT}/livez"
+render metrics-apiservice.yaml | kubectl apply -f - >/dev/null
+
+# ---------------------------------------------------------------------------
+# jobset-apiserver and jobset-controller
+
+if [[ ${WITH_JOBSET} == 1 ]]; then
+  kubectl apply -f "${ROOT}/artifacts/local/jobset-apiserver-rbac.yaml" >/dev/null
+  kubectl apply -f "${ROOT}/artifacts/local/jobset-controller-rbac.yaml" >/dev/null
+  # shellcheck disable=SC2086
+  start jobset-apiserver "${BIN_DIR}/jobset-apiserver" \
+    --secure-port="${JOBSET_APISERVER_PORT}" \
+    --bind-address=127.0.0.1 \
+    --tls-cert-file="${P}/jobset-apiserver-serving.crt" \
+    --tls-private-key-file="${P}/jobset-apiserver-serving.key" \
+    --kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+    --authentication-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+    --authorization-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+    --embedded-etcd-dir="${DATA_DIR}/jobset-etcd" \
+    ${JOBSET_APISERVER_ARGS:-}
+  wait_for jobset-apiserver "jobset-apiserver /readyz" probe "https://127.0.0.1:${JOBSET_APISERVER_PORT}/readyz"
+  render jobset-apiservice.yaml | kubectl apply -f - >/dev/null
+  wait_for jobset-apiserver "APIService v1alpha2.jobset.x-k8s.io Available" apiservice_available v1alpha2.jobset.x-k8s.io
+  if [[ -x "${BIN_DIR}/jobset-controller" ]]; then
+    controller_args=(--kubeconfig="${KUBECONFIG_DIR}/jobset-controller.kubeconfig")
+    # Its health endpoint has a fixed default port; move it with PORT_BASE so
+    # that two stacks can run side by side.
+    health=0
+    if "${BIN_DIR}/jobset-controller" --help 2>&1 | grep -q -- '--health-addr'; then
+      controller_args+=(--health-addr="127.0.0.1:${JOBSET_CONTROLLER_HEALTH_PORT}")
+      health=1
+    fi
+    # shellcheck disable=SC2086
+    start jobset-controller "${BIN_DIR}/jobset-controller" "${controller_args[@]}" ${JOBSET_CONTROLLER_ARGS:-}
+    if [[ ${health} == 1 ]]; then
+      wait_for jobset-controller "jobset-controller /healthz" lt probe "http://127.0.0.1:${JOBSET_CONTROLLER_HEALTH_PORT}/healthz"
+    fi
+  else
+    local::log "no ${BIN_DIR}/jobset-controller: not starting the controller"
+  fi
+fi
+
+wait_for metrics-server "APIService v1beta1.metrics.k8s.io Available" apiservice_available v1beta1.metrics.k8s.io
+if [[ ${WITH_JOBSET} == 1 && -x "${BIN_DIR}/jobset-controller" ]]; then
+  # The controller has had the time the metrics APIService took; it must still run.
+  local::pid jobset-controller >/dev/null ||
+    local::die "jobset-controller exited; read ${LOG_DIR}/jobset-controller.log"
+fi
+
+STARTED=1
+trap - EXIT INT TERM HUP
+
+# Remember how this stack was started, for humans and scripts.
+cat >"${LOCAL_DIR}/env" <<EOF
+# Written by hack/local-up.sh; source it to talk to this stack.
+export KUBECONFIG=${ADMIN_KUBECONFIG}
+export PATH=${BIN_DIR}:\${PATH}
+LOCAL_DIR=${LOCAL_DIR}
+API_URL=${API_URL}
+ETCD_PORT=${ETCD_PORT}
+APISERVER_PORT=${APISERVER_PORT}
+KCM_PORT=${KCM_PORT}
+SCHEDULER_PORT=${SCHEDULER_PORT}
+KWOK_PORT=${KWOK_PORT}
+METRICS_SERVER_PORT=${METRICS_SERVER_PORT}
+JOBSET_APISERVER_PORT=${JOBSET_APISERVER_PORT}
+JOBSET_CONTROLLER_HEALTH_PORT=${JOBSET_CONTROLLER_HEALTH_PORT}
+WITH_JOBSET=${WITH_JOBSET}
+EOF
+
+cat <<EOF
+
+Local cluster is up ($(kubectl get nodes -l type=kwok --no-headers | wc -l) kwok nodes, API ${API_URL}).
+
+  export KUBECONFIG=${ADMIN_KUBECONFIG}
+  export PATH=${BIN_DIR}:\$PATH        # kubectl ${KUBERNETES_VERSION:-}
+  (or: source ${LOCAL_DIR}/env)
+
+Try:
+  kubectl get nodes -L topology.kubernetes.io/zone,topology.jobset.x-k8s.io/rack,cloud.google.com/gke-nodepool
+  kubectl create deployment demo --image=nginx --replicas=3      # pods go Running on kwok nodes
+  kubectl top nodes
+EOF
+if [[ ${WITH_JOBSET} == 1 ]]; then
+  cat <<EOF
+  kubectl api-resources --api-group=jobset.x-k8s.io
+  kubectl get jobsets -A
+EOF
+fi
+cat <<EOF
+
+Pods on kwok nodes run until told otherwise (see hack/local/kwok/stages.yaml):
+  annotation pod-complete.stage.kwok.x-k8s.io/delay: "10s"   -> Succeeded after 10s
+  label      pod-fail.stage.kwok.x-k8s.io: "true"            -> Failed after 1s,
+  annotation pod-fail.stage.kwok.x-k8s.io/exit-code: "42"       with exit code 42
+  annotation kwok.x-k8s.io/usage-cpu: "250m"                 -> CPU usage per container
+
+Logs: ${LOG_DIR}/<component>.log     Stop: hack/local-down.sh$( [[ "${LOCAL_DIR}" == "${ROOT}/_output/local" ]] || echo " (with LOCAL_DIR=${LOCAL_DIR})")
+EOF
+
+if [[ "${DEMO}" == 1 ]]; then
+  example="${ROOT}/artifacts/examples/simple.yaml"
+  if [[ ! -f "${example}" ]]; then
+    local::log "DEMO: ${example} does not exist; nothing to apply"
+  elif [[ ${WITH_JOBSET} != 1 ]]; then
+    local::log "DEMO: jobset-apiserver is not running; not applying ${example}"
+  else
+    local::log "DEMO: kubectl apply -f ${example}"
+    kubectl apply -f "${example}"
+    # Give the controller a bounded chance to create the Jobs before showing them.
+    deadline=$((SECONDS + 30))
+    until [[ -n "$(kubectl get jobs -A -o name 2>/dev/null)" || ${SECONDS} -ge ${deadline} ]]; do
+      sleep 1
+    done
+    kubectl get jobsets,jobs,pods -o wide || true
+  fi
+fi
+
+if [[ "${DETACH}" == 1 ]]; then
+  exit 0
+fi
+
+# Foreground: keep watching the processes until Ctrl-C (or SIGTERM/SIGHUP).
+stop_and_exit() {
+  trap '' INT TERM HUP
+  set +e
+  {
+    echo
+    local::log "stopping the local cluster"
+    local::stop_all
+  } >&3 2>&4
+  exit 0
+}
+trap stop_and_exit INT TERM HUP
+echo
+echo "Running in the foreground; press Ctrl-C to stop everything."
+declare -A reported=()
+while true; do
+  for c in "${LOCAL_COMPONENTS[@]}"; do
+    [[ -f "$(local::pidfile "${c}")" ]] || continue
+    if ! local::pid "${c}" >/dev/null && [[ -z "${reported[${c}]:-}" ]]; then
+      reported[${c}]=1
+      local::log "WARNING: ${c} exited; read ${LOG_DIR}/${c}.log"
+    fi
+  done
+  # Sleep in the background so that the trap runs at once on Ctrl-C.
+  sleep 2 &
+  wait $! || true
+done
