@@ -13,6 +13,7 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	jobsetstorage "github.com/nativejobset/jobset/pkg/registry/jobset"
+	replicatedjobstorage "github.com/nativejobset/jobset/pkg/registry/replicatedjob"
 )
 
 // Config is the server's configuration before completion.
@@ -47,9 +48,14 @@ func (c CompletedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating jobsets storage: %w", err)
 	}
+	// replicatedjobs stores nothing: it projects JobSets, and its scale
+	// writes go through the JobSet store and strategy.
+	replicatedJobs := replicatedjobstorage.NewStorage(jobsets.JobSet.Store)
 	group.VersionedResourcesStorageMap[v1alpha2.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"jobsets":        jobsets.JobSet,
-		"jobsets/status": jobsets.Status,
+		"jobsets":              jobsets.JobSet,
+		"jobsets/status":       jobsets.Status,
+		"replicatedjobs":       replicatedJobs.ReplicatedJob,
+		"replicatedjobs/scale": replicatedJobs.Scale,
 	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

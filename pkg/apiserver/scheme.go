@@ -5,8 +5,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/install"
+	"github.com/nativejobset/jobset/pkg/registry/replicatedjob"
 )
 
 var (
@@ -29,4 +31,7 @@ func init() {
 		&metav1.APIGroup{},
 		&metav1.APIResourceList{},
 	)
+
+	// replicatedjobs/scale speaks autoscaling/v1 Scale.
+	utilruntime.Must(replicatedjob.AddScaleToScheme(Scheme))
 }

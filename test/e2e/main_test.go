@@ -5,13 +5,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
-// cluster is the stack the whole suite runs against.
+// stack is the local cluster the whole suite runs against; cluster holds
+// its clients and paths.
+var stack *localcluster.Cluster
+
 var cluster struct {
 	root       string
 	localDir   string
@@ -40,64 +39,22 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-	cluster.root = root
-	cluster.localDir = envOr("E2E_LOCAL_DIR", filepath.Join(root, "_output", "e2e"))
-	cluster.kubeconfig = filepath.Join(cluster.localDir, "kubeconfig")
-	cluster.kubectl = filepath.Join(root, "_output", "bin", "kubectl")
-
-	env := append(os.Environ(),
-		"LOCAL_DIR="+cluster.localDir,
-		// Its own ports, so that a developer's `make run` can stay up.
-		"PORT_BASE="+envOr("E2E_PORT_BASE", "28400"),
-		"NODES="+envOr("E2E_NODES", "8"),
-		"JOBSET=1",
-		"CLEAN=1",
-	)
-	keep := os.Getenv("E2E_KEEP_CLUSTER") == "1"
-	if os.Getenv("E2E_REUSE_CLUSTER") != "1" {
-		up := exec.Command(filepath.Join(root, "hack", "local-up.sh"), "--detach")
-		up.Env, up.Stdout, up.Stderr = env, os.Stdout, os.Stderr
-		if err := up.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "bringing up the local cluster failed: %v (logs in %s/logs)\n", err, cluster.localDir)
-			down(env)
-			return 1
-		}
-		if !keep {
-			defer down(env)
-		}
-	}
-
-	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.kubeconfig)
+	// Its own directory and ports, so that a developer's `make run` can stay up.
+	c, err := localcluster.Start(localcluster.Options{Prefix: "E2E_", Dir: "_output/e2e", PortBase: 28400, Nodes: 8})
+	defer c.Stop()
+	stack = c
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "loading %s: %v\n", cluster.kubeconfig, err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg.QPS, cfg.Burst = 100, 200
-	cluster.config = cfg
-	cluster.kube = kubernetes.NewForConfigOrDie(cfg)
-	cluster.jobsets = clientset.NewForConfigOrDie(cfg)
+	cluster.root, cluster.localDir = c.Root, c.LocalDir
+	cluster.kubeconfig, cluster.kubectl = c.Kubeconfig, c.KubectlBin
+	cluster.config, cluster.kube, cluster.jobsets = c.Config, c.Kube, c.JobSets
 	code := m.Run()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", cluster.localDir)
 	}
 	return code
-}
-
-func down(env []string) {
-	cmd := exec.Command(filepath.Join(cluster.root, "hack", "local-down.sh"))
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping the local cluster: %v\n", err)
-	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // kubectl runs kubectl against the cluster and returns its output; it fails
@@ -118,16 +75,7 @@ func kubectlErr(args ...string) (string, error) {
 
 // kubectlIn runs kubectl with the given standard input.
 func kubectlIn(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cluster.kubectl, append([]string{"--kubeconfig", cluster.kubeconfig}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	err := cmd.Run()
-	return out.String(), err
+	return stack.Kubectl(stdin, args...)
 }
 
 // eventually polls cond until it holds or the timeout passes.

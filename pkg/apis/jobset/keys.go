@@ -37,4 +37,14 @@ const (
 
 	// DefaultGroupName is the groupName of a replicatedJob that names none.
 	DefaultGroupName = "default"
+
+	// AllowScaleUnderQueueAnnotation, set to "true" on a JobSet, lets the
+	// scale subresource of its replicatedJobs change parallelism although
+	// the JobSet is managed by a queue (label QueueNameLabel). Without it
+	// such a scale write is refused: a changed pod count makes Kueue evict
+	// and requeue the JobSet.
+	AllowScaleUnderQueueAnnotation = "jobset.x-k8s.io/allow-scale-under-queue"
+
+	// QueueNameLabel is Kueue's label naming the LocalQueue of a workload.
+	QueueNameLabel = "kueue.x-k8s.io/queue-name"
 )

@@ -32,5 +32,9 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&JobSet{},
 		&JobSetList{},
 	)
+	// The replicatedjobs resource: kind ReplicatedJob, whose Go name is
+	// taken by the spec entry.
+	scheme.AddKnownTypeWithName(SchemeGroupVersion.WithKind("ReplicatedJob"), &ReplicatedJobResource{})
+	scheme.AddKnownTypeWithName(SchemeGroupVersion.WithKind("ReplicatedJobList"), &ReplicatedJobResourceList{})
 	return nil
 }

@@ -48,6 +48,9 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha2.JobSetStatus{}.OpenAPIModelName():                                   schema_pkg_apis_jobset_v1alpha2_JobSetStatus(ref),
 		v1alpha2.Network{}.OpenAPIModelName():                                        schema_pkg_apis_jobset_v1alpha2_Network(ref),
 		v1alpha2.ReplicatedJob{}.OpenAPIModelName():                                  schema_pkg_apis_jobset_v1alpha2_ReplicatedJob(ref),
+		v1alpha2.ReplicatedJobResource{}.OpenAPIModelName():                          schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResource(ref),
+		v1alpha2.ReplicatedJobResourceList{}.OpenAPIModelName():                      schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResourceList(ref),
+		v1alpha2.ReplicatedJobResourceSpec{}.OpenAPIModelName():                      schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResourceSpec(ref),
 		v1alpha2.ReplicatedJobStatus{}.OpenAPIModelName():                            schema_pkg_apis_jobset_v1alpha2_ReplicatedJobStatus(ref),
 		v1alpha2.StartupPolicy{}.OpenAPIModelName():                                  schema_pkg_apis_jobset_v1alpha2_StartupPolicy(ref),
 		v1alpha2.SuccessPolicy{}.OpenAPIModelName():                                  schema_pkg_apis_jobset_v1alpha2_SuccessPolicy(ref),
@@ -1040,6 +1043,173 @@ func schema_pkg_apis_jobset_v1alpha2_ReplicatedJob(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			v1alpha2.DependsOn{}.OpenAPIModelName(), batchv1.JobTemplateSpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicatedJobResource is served as kind ReplicatedJob in the resource replicatedjobs: a read-only view of one entry of a JobSet's spec.replicatedJobs, named <jobset>.<replicatedJob>, with a scale subresource whose unit is the pods of one child Job (the template's parallelism). Nothing is stored for it: it carries the JobSet's resourceVersion and labels and an owner reference to the JobSet. The Go name differs from the kind because ReplicatedJob is the spec entry.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. The uid is derived from the JobSet's uid and the replicatedJob's name; resourceVersion and labels are the JobSet's.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "spec is the replicatedJob as the JobSet's spec declares it.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha2.ReplicatedJobResourceSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "status is the replicatedJob's entry of the JobSet's replicatedJobsStatus.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha2.ReplicatedJobStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha2.ReplicatedJobResourceSpec{}.OpenAPIModelName(), v1alpha2.ReplicatedJobStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResourceList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicatedJobResourceList is a list of ReplicatedJobs.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard list metadata.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "items are the ReplicatedJobs.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha2.ReplicatedJobResource{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha2.ReplicatedJobResource{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_jobset_v1alpha2_ReplicatedJobResourceSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ReplicatedJobResourceSpec is the part of a replicatedJob that its scale and `kubectl get` show.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"jobSetName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "jobSetName is the JobSet the replicatedJob belongs to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicatedJob": {
+						SchemaProps: spec.SchemaProps{
+							Description: "replicatedJob is the name of the entry in the JobSet's spec.replicatedJobs.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"groupName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "groupName is the replicatedJob's group.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "replicas is the number of child Jobs.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"parallelism": {
+						SchemaProps: spec.SchemaProps{
+							Description: "parallelism is the template's parallelism: the pods each child Job runs at once, and the unit of the scale subresource.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"completions": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completions is the template's completions.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"completionMode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completionMode is the template's completion mode.\n\nPossible enum values:\n - `\"Indexed\"` is a Job completion mode. In this mode, the Pods of a Job get an associated completion index from 0 to (.spec.completions - 1). The Job is considered complete when a Pod completes for each completion index.\n - `\"NonIndexed\"` is a Job completion mode. In this mode, the Job is considered complete when there have been .spec.completions successfully completed Pods. Pod completions are homologous to each other.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Indexed", "NonIndexed"},
+						},
+					},
+				},
+				Required: []string{"jobSetName", "replicatedJob", "replicas"},
+			},
+		},
 	}
 }
 

@@ -26,4 +26,7 @@ const (
 	NoScheduleTaintKey      = jobset.NoScheduleTaintKey
 	JobSetControllerName    = jobset.JobSetControllerName
 	DefaultGroupName        = jobset.DefaultGroupName
+
+	AllowScaleUnderQueueAnnotation = jobset.AllowScaleUnderQueueAnnotation
+	QueueNameLabel                 = jobset.QueueNameLabel
 )

@@ -32,6 +32,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&JobSet{},
 		&JobSetList{},
 	)
+	// The replicatedjobs resource: kind ReplicatedJob, whose Go name is
+	// taken by the spec entry.
+	scheme.AddKnownTypeWithName(SchemeGroupVersion.WithKind(ReplicatedJobKind), &ReplicatedJobResource{})
+	scheme.AddKnownTypeWithName(SchemeGroupVersion.WithKind(ReplicatedJobKind+"List"), &ReplicatedJobResourceList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

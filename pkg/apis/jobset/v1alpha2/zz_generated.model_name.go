@@ -72,6 +72,21 @@ func (in ReplicatedJob) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReplicatedJobResource) OpenAPIModelName() string {
+	return "io.x-k8s.jobset.v1alpha2.ReplicatedJobResource"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReplicatedJobResourceList) OpenAPIModelName() string {
+	return "io.x-k8s.jobset.v1alpha2.ReplicatedJobResourceList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ReplicatedJobResourceSpec) OpenAPIModelName() string {
+	return "io.x-k8s.jobset.v1alpha2.ReplicatedJobResourceSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ReplicatedJobStatus) OpenAPIModelName() string {
 	return "io.x-k8s.jobset.v1alpha2.ReplicatedJobStatus"
 }

@@ -55,6 +55,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=jobset.x-k8s.io, Version=v1alpha2
 	case v1alpha2.SchemeGroupVersion.WithResource("jobsets"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Jobset().V1alpha2().JobSets().Informer()}, nil
+	case v1alpha2.SchemeGroupVersion.WithResource("replicatedjobs"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Jobset().V1alpha2().ReplicatedJobResources().Informer()}, nil
 
 	}
 

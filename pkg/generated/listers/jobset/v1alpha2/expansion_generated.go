@@ -25,3 +25,11 @@ type JobSetListerExpansion interface{}
 // JobSetNamespaceListerExpansion allows custom methods to be added to
 // JobSetNamespaceLister.
 type JobSetNamespaceListerExpansion interface{}
+
+// ReplicatedJobResourceListerExpansion allows custom methods to be added to
+// ReplicatedJobResourceLister.
+type ReplicatedJobResourceListerExpansion interface{}
+
+// ReplicatedJobResourceNamespaceListerExpansion allows custom methods to be added to
+// ReplicatedJobResourceNamespaceLister.
+type ReplicatedJobResourceNamespaceListerExpansion interface{}

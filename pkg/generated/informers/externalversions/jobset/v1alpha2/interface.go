@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// JobSets returns a JobSetInformer.
 	JobSets() TypedJobSetInformer
+	// ReplicatedJobResources returns a ReplicatedJobResourceInformer.
+	ReplicatedJobResources() TypedReplicatedJobResourceInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // JobSets returns a TypedJobSetInformer.
 func (v *version) JobSets() TypedJobSetInformer {
 	return &jobSetInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// ReplicatedJobResources returns a TypedReplicatedJobResourceInformer.
+func (v *version) ReplicatedJobResources() TypedReplicatedJobResourceInformer {
+	return &replicatedJobResourceInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

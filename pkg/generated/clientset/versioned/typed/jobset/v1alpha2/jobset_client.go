@@ -29,6 +29,7 @@ import (
 type JobsetV1alpha2Interface interface {
 	RESTClient() rest.Interface
 	JobSetsGetter
+	ReplicatedJobResourcesGetter
 }
 
 // JobsetV1alpha2Client is used to interact with features provided by the jobset.x-k8s.io group.
@@ -38,6 +39,10 @@ type JobsetV1alpha2Client struct {
 
 func (c *JobsetV1alpha2Client) JobSets(namespace string) JobSetInterface {
 	return newJobSets(c, namespace)
+}
+
+func (c *JobsetV1alpha2Client) ReplicatedJobResources(namespace string) ReplicatedJobResourceInterface {
+	return newReplicatedJobResources(c, namespace)
 }
 
 // NewForConfig creates a new JobsetV1alpha2Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeJobsetV1alpha2) JobSets(namespace string) v1alpha2.JobSetInterface 
 	return newFakeJobSets(c, namespace)
 }
 
+func (c *FakeJobsetV1alpha2) ReplicatedJobResources(namespace string) v1alpha2.ReplicatedJobResourceInterface {
+	return newFakeReplicatedJobResources(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeJobsetV1alpha2) RESTClient() rest.Interface {

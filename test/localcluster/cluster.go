@@ -1,0 +1,146 @@
+// Package localcluster brings up the local cluster of hack/local-up.sh for a
+// test binary — real kube-apiserver, kube-controller-manager, kube-scheduler,
+// etcd, kwok nodes, jobset-apiserver and jobset-controller on 127.0.0.1 —
+// and gives clients for it.
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+)
+
+// Options choose where the stack lives. Environment variables override
+// them: <Prefix>LOCAL_DIR, <Prefix>PORT_BASE, <Prefix>NODES, and
+// <Prefix>KEEP_CLUSTER=1 / <Prefix>REUSE_CLUSTER=1 to keep a stack after the
+// run or to run against one that is already up.
+type Options struct {
+	// Prefix of the environment variables, e.g. "E2E_".
+	Prefix string
+	// Dir is the stack's directory, relative to the repository root.
+	Dir      string
+	PortBase int
+	Nodes    int
+	// Extra environment for hack/local-up.sh, e.g. "NODES_PER_POOL=2".
+	Env []string
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Root       string
+	LocalDir   string
+	Kubeconfig string
+	KubectlBin string
+	Config     *rest.Config
+	Kube       kubernetes.Interface
+	JobSets    clientset.Interface
+
+	env  []string
+	keep bool
+}
+
+// RepoRoot is the root of this checkout.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Start brings the stack up (unless reused) and connects to it. Call Stop
+// when done, also after an error.
+func Start(o Options) (*Cluster, error) {
+	root := RepoRoot()
+	c := &Cluster{Root: root}
+	c.LocalDir = envOr(o.Prefix+"LOCAL_DIR", filepath.Join(root, o.Dir))
+	c.Kubeconfig = filepath.Join(c.LocalDir, "kubeconfig")
+	c.KubectlBin = filepath.Join(root, "_output", "bin", "kubectl")
+	c.keep = os.Getenv(o.Prefix+"KEEP_CLUSTER") == "1"
+	c.env = append(os.Environ(),
+		"LOCAL_DIR="+c.LocalDir,
+		"PORT_BASE="+envOr(o.Prefix+"PORT_BASE", fmt.Sprint(o.PortBase)),
+		"NODES="+envOr(o.Prefix+"NODES", fmt.Sprint(o.Nodes)),
+		"JOBSET=1",
+		"CLEAN=1",
+	)
+	c.env = append(c.env, o.Env...)
+
+	if os.Getenv(o.Prefix+"REUSE_CLUSTER") != "1" {
+		up := exec.Command(filepath.Join(root, "hack", "local-up.sh"), "--detach")
+		up.Env, up.Stdout, up.Stderr = c.env, os.Stdout, os.Stderr
+		if err := up.Run(); err != nil {
+			return c, fmt.Errorf("bringing up the local cluster failed: %w (logs in %s/logs)", err, c.LocalDir)
+		}
+	} else {
+		c.keep = true
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return c, fmt.Errorf("loading %s: %w", c.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	c.Config = cfg
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return c, err
+	}
+	if c.JobSets, err = clientset.NewForConfig(cfg); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Stop tears the stack down, unless it is to be kept.
+func (c *Cluster) Stop() {
+	if c == nil || c.keep {
+		return
+	}
+	cmd := exec.Command(filepath.Join(c.Root, "hack", "local-down.sh"))
+	cmd.Env, cmd.Stdout, cmd.Stderr = c.env, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the local cluster: %v\n", err)
+	}
+}
+
+// Kubectl runs kubectl against the cluster with the given standard input
+// (none when empty) and returns its combined output.
+func (c *Cluster) Kubectl(stdin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.KubectlBin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// PID returns the process id of a component started by hack/local-up.sh.
+func (c *Cluster) PID(component string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.LocalDir, "pids", component+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	_, err = fmt.Sscan(strings.Fields(string(b))[0], &pid)
+	return pid, err
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
