@@ -80,20 +80,12 @@ func withLabels(l map[string]string) func(*v1alpha2.JobSet) {
 // mustCreate creates js and fails the test on error.
 func mustCreate(t *testing.T, s *framework.Server, js *v1alpha2.JobSet) *v1alpha2.JobSet {
 	t.Helper()
-	out, err := s.Client.JobsetV1alpha2().JobSets(js.Namespace).Create(context.Background(), js, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create %s/%s: %v", js.Namespace, js.Name, err)
-	}
-	return out
+	return s.MustCreate(t, js, "")
 }
 
 func mustGet(t *testing.T, s *framework.Server, ns, name string) *v1alpha2.JobSet {
 	t.Helper()
-	out, err := s.Client.JobsetV1alpha2().JobSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get %s/%s: %v", ns, name, err)
-	}
-	return out
+	return s.MustGet(t, ns, name)
 }
 
 // assertAbsent fails unless ns/name does not exist.

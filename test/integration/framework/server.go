@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/apiserver"
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 )
@@ -120,4 +122,25 @@ func waitReady(t testing.TB, client clientset.Interface) {
 	if err != nil {
 		t.Fatalf("server did not become ready: %v", err)
 	}
+}
+
+// MustCreate creates the JobSet with the given field manager (empty for the
+// client's default) and fails the test on error.
+func (s *Server) MustCreate(t testing.TB, js *v1alpha2.JobSet, fieldManager string) *v1alpha2.JobSet {
+	t.Helper()
+	out, err := s.Client.JobsetV1alpha2().JobSets(js.Namespace).Create(context.Background(), js, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		t.Fatalf("create %s/%s: %v", js.Namespace, js.Name, err)
+	}
+	return out
+}
+
+// MustGet reads a JobSet and fails the test on error.
+func (s *Server) MustGet(t testing.TB, ns, name string) *v1alpha2.JobSet {
+	t.Helper()
+	out, err := s.Client.JobsetV1alpha2().JobSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s/%s: %v", ns, name, err)
+	}
+	return out
 }

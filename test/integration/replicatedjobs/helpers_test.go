@@ -59,20 +59,12 @@ func newJobSet(ns, name string, mutate ...func(*v1alpha2.JobSet)) *v1alpha2.JobS
 
 func create(t *testing.T, s *framework.Server, js *v1alpha2.JobSet) *v1alpha2.JobSet {
 	t.Helper()
-	out, err := s.Client.JobsetV1alpha2().JobSets(js.Namespace).Create(context.Background(), js, metav1.CreateOptions{FieldManager: "creator"})
-	if err != nil {
-		t.Fatalf("create %s/%s: %v", js.Namespace, js.Name, err)
-	}
-	return out
+	return s.MustCreate(t, js, "creator")
 }
 
 func getJobSet(t *testing.T, s *framework.Server, ns, name string) *v1alpha2.JobSet {
 	t.Helper()
-	out, err := s.Client.JobsetV1alpha2().JobSets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get %s/%s: %v", ns, name, err)
-	}
-	return out
+	return s.MustGet(t, ns, name)
 }
 
 func rjSpec(js *v1alpha2.JobSet, rj string) *batchv1.JobSpec {
