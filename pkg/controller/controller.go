@@ -336,6 +336,14 @@ func (c *Controller) warn(js *jobset.JobSet, reason string, err error) {
 
 const maxNoteLen = 1000
 
+// namespaceTerminating reports whether a create was refused only because
+// the namespace is being deleted. The namespace's deletion takes the
+// JobSet with it, so there is nothing to retry or report (as in
+// kube-controller-manager's controllers).
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
 func wrapf(err error, format string, args ...any) error {
 	if err == nil {
 		return nil

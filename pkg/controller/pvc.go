@@ -61,7 +61,7 @@ func (c *Controller) ensureClaims(ctx context.Context, js *jobset.JobSet) error 
 				continue
 			}
 			_, err := c.kube.CoreV1().PersistentVolumeClaims(js.Namespace).Create(ctx, constructClaim(js, p, t), metav1.CreateOptions{})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
+			if err != nil && !apierrors.IsAlreadyExists(err) && !namespaceTerminating(err) {
 				c.warn(js, reasonPVCCreationFailed, err)
 				errs = append(errs, wrapf(err, "creating claim %s", name))
 			}

@@ -53,7 +53,7 @@ func (c *Controller) ensureHeadlessService(ctx context.Context, js *jobset.JobSe
 		return err
 	}
 	_, err = c.kube.CoreV1().Services(js.Namespace).Create(ctx, constructHeadlessService(js), metav1.CreateOptions{})
-	if err == nil || apierrors.IsAlreadyExists(err) {
+	if err == nil || apierrors.IsAlreadyExists(err) || namespaceTerminating(err) {
 		return nil
 	}
 	c.warn(js, reasonServiceCreationFailed, err)

@@ -235,6 +235,8 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		case err == nil:
 			created++
 			c.exp.expectCreate(key, job.Name, got.UID)
+		case namespaceTerminating(err):
+			// Nothing can be created any more; the JobSet goes too.
 		case apierrors.IsAlreadyExists(err):
 			// Either the cache is behind (the Job's event requeues the
 			// JobSet) or a Job this JobSet does not own holds the name.

@@ -133,6 +133,7 @@ func failOnePod(t *testing.T, ns, job string) {
 }
 
 func TestJobSetRunsToCompletion(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	createJobSet(t, &v1alpha2.JobSet{
@@ -196,9 +197,11 @@ func TestJobSetRunsToCompletion(t *testing.T) {
 	if succeeded != 3 {
 		t.Errorf("succeeded Jobs in status = %d, want 3: %+v", succeeded, js.Status.ReplicatedJobsStatus)
 	}
+	waitEvent(t, ns, "done", "AllJobsCompleted")
 }
 
 func TestFailureRestartsThenFails(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	createJobSet(t, &v1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "flaky", Namespace: ns},
@@ -230,12 +233,14 @@ func TestFailureRestartsThenFails(t *testing.T) {
 	if c.Reason != "ReachedMaxRestarts" {
 		t.Errorf("Failed reason = %q, want ReachedMaxRestarts", c.Reason)
 	}
+	waitEvent(t, ns, "flaky", "ReachedMaxRestarts")
 	if js.Status.TerminalState != string(v1alpha2.JobSetFailed) {
 		t.Errorf("terminalState = %q, want Failed", js.Status.TerminalState)
 	}
 }
 
 func TestFirstFailureFailsWithoutPolicy(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	createJobSet(t, &v1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "fragile", Namespace: ns},
@@ -247,6 +252,7 @@ func TestFirstFailureFailsWithoutPolicy(t *testing.T) {
 	if c := meta.FindStatusCondition(js.Status.Conditions, string(v1alpha2.JobSetFailed)); c.Reason != "FailedJobs" {
 		t.Errorf("Failed reason = %q, want FailedJobs", c.Reason)
 	}
+	waitEvent(t, ns, "fragile", "FailedJobs")
 	// Active Jobs are deleted once the JobSet failed; the failed one stays.
 	eventually(t, 2*time.Minute, "the active Job to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cluster.kube.BatchV1().Jobs(ns).Get(ctx, "fragile-workers-0", metav1.GetOptions{})
@@ -255,6 +261,7 @@ func TestFirstFailureFailsWithoutPolicy(t *testing.T) {
 }
 
 func TestCreatedSuspendedThenResumed(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	createJobSet(t, &v1alpha2.JobSet{
