@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	batchv1 "k8s.io/api/batch/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,7 +162,12 @@ func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset
 		c.emit(s.js, s.events)
 		return nil
 	}
-	_, err := c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).UpdateStatus(ctx, s.js, metav1.UpdateOptions{FieldManager: "jobset-controller"})
+	patch, err := statusPatch(cached, s.js)
+	if err != nil {
+		return wrapf(err, "computing the status patch")
+	}
+	_, err = c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
 	if apierrors.IsConflict(err) {
 		return errConflict
 	}
@@ -351,4 +357,32 @@ func (c *Controller) parallel(n int, fn func(i int)) {
 		}(i)
 	}
 	wg.Wait()
+}
+
+// statusPatch is a JSON merge patch from the cached status to the new one.
+// It carries the cached resourceVersion, so that a status computed from a
+// stale cache is refused (409) rather than applied: restart and terminal
+// decisions are then taken exactly once.
+func statusPatch(cached, updated *jobset.JobSet) ([]byte, error) {
+	type statusOnly struct {
+		Status jobset.JobSetStatus `json:"status"`
+	}
+	before, err := json.Marshal(statusOnly{cached.Status})
+	if err != nil {
+		return nil, err
+	}
+	after, err := json.Marshal(statusOnly{updated.Status})
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(patch, &fields); err != nil {
+		return nil, err
+	}
+	fields["metadata"] = map[string]any{"resourceVersion": cached.ResourceVersion, "uid": string(cached.UID)}
+	return json.Marshal(fields)
 }
