@@ -247,6 +247,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	after, err := c.sync(ctx, key)
 	c.metrics.SyncDone(c.clock.Since(start), err)
 	switch {
+	case errors.Is(err, errConflict):
+		// The cache was behind the stored JobSet: an expected race, retried
+		// once the informer catches up.
+		klog.FromContext(ctx).V(2).Info("Status write conflicted; retrying", "key", key)
+		c.queue.AddRateLimited(key)
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "syncing JobSet", "key", key)
 		c.queue.AddRateLimited(key)
