@@ -59,7 +59,7 @@ test-integration: ## The real API server on a real (embedded) etcd, in process.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
 
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
-	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 fuzz: ## Fuzz decode, default and validate for a minute.
 	$(GO) test -run '^$$' -fuzz FuzzValidateJobSet -fuzztime 60s ./pkg/apis/jobset/validation/
