@@ -20,11 +20,12 @@
 #   LOCAL_DIR [_output/local]   state directory; one per stack
 #   PORT_BASE [26400]           ports: etcd +0 (peer +1), kwok +10, kube-apiserver +43,
 #                               metrics-server +44, jobset-apiserver +45,
-#                               jobset-controller health +47 (plain HTTP),
+#                               jobset-controller health +47 and metrics +48 (plain HTTP),
 #                               kube-controller-manager +57, kube-scheduler +59
 #                               (each can be set directly: ETCD_PORT, ETCD_PEER_PORT,
 #                               KWOK_PORT, APISERVER_PORT, METRICS_SERVER_PORT,
 #                               JOBSET_APISERVER_PORT, JOBSET_CONTROLLER_HEALTH_PORT,
+#                               JOBSET_CONTROLLER_METRICS_PORT,
 #                               KCM_PORT, SCHEDULER_PORT)
 #   NODES [4]                   number of fake nodes kwok-node-0..N-1
 #   NODES_PER_RACK [2]          nodes sharing a rack label (topology.jobset.x-k8s.io/rack)
@@ -70,6 +71,7 @@ APISERVER_PORT="${APISERVER_PORT:-$((PORT_BASE + 43))}"
 METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-$((PORT_BASE + 44))}"
 JOBSET_APISERVER_PORT="${JOBSET_APISERVER_PORT:-$((PORT_BASE + 45))}"
 JOBSET_CONTROLLER_HEALTH_PORT="${JOBSET_CONTROLLER_HEALTH_PORT:-$((PORT_BASE + 47))}"
+JOBSET_CONTROLLER_METRICS_PORT="${JOBSET_CONTROLLER_METRICS_PORT:-$((PORT_BASE + 48))}"
 KCM_PORT="${KCM_PORT:-$((PORT_BASE + 57))}"
 SCHEDULER_PORT="${SCHEDULER_PORT:-$((PORT_BASE + 59))}"
 
@@ -161,6 +163,7 @@ port_free "${METRICS_SERVER_PORT}" metrics-server
 if [[ ${WITH_JOBSET} == 1 ]]; then
   port_free "${JOBSET_APISERVER_PORT}" jobset-apiserver
   port_free "${JOBSET_CONTROLLER_HEALTH_PORT}" "jobset-controller health"
+  port_free "${JOBSET_CONTROLLER_METRICS_PORT}" "jobset-controller metrics"
 fi
 
 mkdir -p "${PKI_DIR}" "${LOG_DIR}" "${PID_DIR}" "${KUBECONFIG_DIR}" "${DATA_DIR}"
@@ -547,6 +550,9 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
       controller_args+=(--health-addr="127.0.0.1:${JOBSET_CONTROLLER_HEALTH_PORT}")
       health=1
     fi
+    if "${BIN_DIR}/jobset-controller" --help 2>&1 | grep -q -- '--metrics-bind-address'; then
+      controller_args+=(--metrics-bind-address="127.0.0.1:${JOBSET_CONTROLLER_METRICS_PORT}")
+    fi
     # shellcheck disable=SC2086
     start jobset-controller "${BIN_DIR}/jobset-controller" "${controller_args[@]}" ${JOBSET_CONTROLLER_ARGS:-}
     if [[ ${health} == 1 ]]; then
@@ -582,6 +588,7 @@ KWOK_PORT=${KWOK_PORT}
 METRICS_SERVER_PORT=${METRICS_SERVER_PORT}
 JOBSET_APISERVER_PORT=${JOBSET_APISERVER_PORT}
 JOBSET_CONTROLLER_HEALTH_PORT=${JOBSET_CONTROLLER_HEALTH_PORT}
+JOBSET_CONTROLLER_METRICS_PORT=${JOBSET_CONTROLLER_METRICS_PORT}
 WITH_JOBSET=${WITH_JOBSET}
 EOF
 

@@ -40,6 +40,9 @@ type options struct {
 	healthAddr  string
 	parallelism int
 
+	metricsAddr       string
+	metricsMaxJobSets int
+
 	leaderElect    bool
 	leNamespace    string
 	leName         string
@@ -57,6 +60,7 @@ func defaultOptions() *options {
 		burst:          100,
 		resync:         12 * time.Hour,
 		healthAddr:     "127.0.0.1:8081",
+		metricsAddr:    "127.0.0.1:8080",
 		parallelism:    50,
 		leaderElect:    true,
 		leNamespace:    "kube-system",
@@ -76,6 +80,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "Burst of queries to the API server.")
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "Period of the informers' full resync (0 disables it).")
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Address serving /healthz and /readyz; empty disables it.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
+	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
@@ -94,6 +100,9 @@ func (o *options) validate() error {
 	}
 	if o.qps <= 0 || o.burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps must be positive and --kube-api-burst at least 1"))
+	}
+	if o.metricsMaxJobSets < 0 {
+		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
 	}
 	if o.parallelism < 1 {
 		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
@@ -183,6 +192,19 @@ func run(o *options) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme, controller.ControllerName)
 
+	m, err := newControllerMetrics(o.metricsMaxJobSets)
+	if err != nil {
+		return err
+	}
+	m.installWorkqueueProvider()
+	if o.metricsAddr != "" {
+		addr, err := serveMetrics(ctx, o.metricsAddr, m.handler())
+		if err != nil {
+			return err
+		}
+		klog.InfoS("Serving metrics", "address", addr.String())
+	}
+
 	var leading atomic.Bool
 	var ctrl atomic.Pointer[controller.Controller]
 	var watchdog *leaderelection.HealthzAdaptor
@@ -204,12 +226,18 @@ func run(o *options) error {
 
 	runController := func(ctx context.Context) {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
-		c, err := controller.New(kube, jsClient, factories, controller.Options{Recorder: recorder, Parallelism: o.parallelism})
+		c, err := controller.New(kube, jsClient, factories, controller.Options{
+			Recorder: recorder, Parallelism: o.parallelism,
+			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
+		})
 		if err != nil {
 			klog.ErrorS(err, "Building the controller")
 			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 		}
 		ctrl.Store(c)
+		// Per-JobSet series are exported by the leader only.
+		m.jobsets.SetLister(c.JobSetLister())
+		defer m.jobsets.SetLister(nil)
 		factories.Start(ctx.Done())
 		done := make(chan struct{})
 		go func() {

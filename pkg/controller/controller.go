@@ -61,6 +61,9 @@ type Options struct {
 	Clock clock.WithTicker
 	// Parallelism bounds concurrent child Job writes per sync.
 	Parallelism int
+	// WorkqueueMetrics, when set, receives the work queue's metrics
+	// instead of client-go's global provider (workqueue.SetProvider).
+	WorkqueueMetrics workqueue.MetricsProvider
 }
 
 // Controller reconciles JobSets.
@@ -94,7 +97,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		parallelism: opts.Parallelism,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset", MetricsProvider: opts.WorkqueueMetrics}),
 	}
 	if c.recorder == nil {
 		c.recorder = &events.FakeRecorder{}
@@ -220,6 +223,12 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil
+}
+
+// JobSetLister returns the lister of the controller's JobSet informer (for
+// metrics read at scrape time).
+func (c *Controller) JobSetLister() jslisters.JobSetLister {
+	return c.jsLister
 }
 
 // HasSynced reports whether all caches synced (for readiness probes).

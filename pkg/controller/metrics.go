@@ -6,8 +6,12 @@ import (
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
-// Metrics receives the controller's notable events. A Prometheus
-// implementation can be plugged in later; NoopMetrics is the default.
+// Metrics receives the controller's notable events; pkg/controller/metrics
+// has the Prometheus implementation, NoopMetrics is the default.
+//
+// Restarted, JobRestarted, Completed and Failed are called only after the
+// status write carrying the decision succeeded (like events), so a write
+// that conflicts and is retried counts once.
 type Metrics interface {
 	// Restarted: a whole-JobSet restart was decided (action is the
 	// failure policy action).

@@ -107,7 +107,7 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 			first = failed[0]
 		}
 		s.setFailed(reasonFailedJobs, withFirstFailedJob(messageFailedJobs, first.Name), now)
-		c.metrics.Failed(js, reasonFailedJobs)
+		s.record(func(m Metrics) { m.Failed(js, reasonFailedJobs) })
 		return
 	}
 
@@ -129,13 +129,13 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		msg := withFirstFailedJob(messageFailJobSetAction, job.Name)
 		s.eventf(corev1.EventTypeWarning, reasonFailJobSetAction, "%s", msg)
 		s.setFailed(reasonFailJobSetAction, msg, now)
-		c.metrics.Failed(js, reasonFailJobSetAction)
+		s.record(func(m Metrics) { m.Failed(js, reasonFailJobSetAction) })
 
 	case jobset.RestartJobSet, jobset.RestartJobSetAndIgnoreMaxRestarts:
 		counts := action == jobset.RestartJobSet
 		if counts && js.Status.RestartsCountTowardsMax >= fp.MaxRestarts {
 			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
-			c.metrics.Failed(js, reasonReachedMaxRestarts)
+			s.record(func(m Metrics) { m.Failed(js, reasonReachedMaxRestarts) })
 			return
 		}
 		reason, base := reasonRestartJobSetAction, messageRestartJobSetAction
@@ -150,7 +150,7 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		js.Status.ExecutionAttempts++
 		s.eventf(corev1.EventTypeWarning, reason, "%s", msg)
 		s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, restartingReason, msg, corev1.EventTypeWarning, now)
-		c.metrics.Restarted(js, string(action))
+		s.record(func(m Metrics) { m.Restarted(js, string(action)) })
 
 	case jobset.RestartJob, jobset.RestartJobAndIgnoreMaxRestarts:
 		counts := action == jobset.RestartJob
@@ -162,14 +162,14 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 			// the whole set instead of looping on it.
 			js.Status.Restarts++
 			js.Status.ExecutionAttempts++
-			c.metrics.Restarted(js, string(jobset.RestartJobSetAndIgnoreMaxRestarts))
+			s.record(func(m Metrics) { m.Restarted(js, string(jobset.RestartJobSetAndIgnoreMaxRestarts)) })
 			return
 		}
 		grow(&st.JobRestarts, int(idx)+1)
 		grow(&st.JobRestartsCountTowardsMax, int(idx)+1)
 		if counts && st.JobRestartsCountTowardsMax[idx] >= fp.MaxRestarts {
 			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
-			c.metrics.Failed(js, reasonReachedMaxRestarts)
+			s.record(func(m Metrics) { m.Failed(js, reasonReachedMaxRestarts) })
 			return
 		}
 		reason, base := reasonRestartJobAction, messageRestartJobAction
@@ -181,13 +181,13 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 			st.JobRestartsCountTowardsMax[idx]++
 		}
 		s.eventf(corev1.EventTypeWarning, reason, "%s", withFirstFailedJob(base, job.Name))
-		c.metrics.JobRestarted(js, job.Name, string(action))
+		s.record(func(m Metrics) { m.JobRestarted(js, job.Name, string(action)) })
 
 	default:
 		// Validation rejects unknown actions; treat one like no rule.
 		s.eventf(corev1.EventTypeWarning, reasonFailedJobs, "unknown failure policy action %q", action)
 		s.setFailed(reasonFailedJobs, withFirstFailedJob(messageFailedJobs, job.Name), now)
-		c.metrics.Failed(js, reasonFailedJobs)
+		s.record(func(m Metrics) { m.Failed(js, reasonFailedJobs) })
 	}
 }
 

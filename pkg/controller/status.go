@@ -85,6 +85,15 @@ type event struct {
 type syncState struct {
 	js     *jobset.JobSet // deep copy; js.Status is the new status
 	events []event
+	// recorded are metric updates that, like events, count only once the
+	// status write that carries them succeeded: a conflicting or failed
+	// write is retried and must not count twice.
+	recorded []func(Metrics)
+}
+
+// record queues a metric update for after the status write.
+func (s *syncState) record(fn func(Metrics)) {
+	s.recorded = append(s.recorded, fn)
 }
 
 func (s *syncState) eventf(eventType, reason, format string, args ...any) {

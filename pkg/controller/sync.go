@@ -68,9 +68,6 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		}
 	}
 	if finished(js) && !finished(cached) {
-		if js.Status.TerminalState == string(jobset.JobSetCompleted) {
-			c.metrics.Completed(js)
-		}
 		// Delete the remaining active Jobs in the next pass.
 		return time.Millisecond, nil
 	}
@@ -107,6 +104,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	}
 	if len(jobs.successful) > 0 && successPolicyMet(js, jobs.successful) {
 		s.setCompleted(now)
+		s.record(func(m Metrics) { m.Completed(js) })
 		return 0, nil
 	}
 
@@ -179,6 +177,9 @@ func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset
 	}
 	c.exp.wroteStatus(key, s.js.UID, &s.js.Status)
 	c.emit(s.js, s.events)
+	for _, fn := range s.recorded {
+		fn(c.metrics)
+	}
 	return nil
 }
 

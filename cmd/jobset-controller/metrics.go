@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	ctrlmetrics "github.com/nativejobset/jobset/pkg/controller/metrics"
+)
+
+// controllerMetrics is everything /metrics serves, in one registry.
+type controllerMetrics struct {
+	registry  *prometheus.Registry
+	recorder  *ctrlmetrics.Recorder
+	workqueue *ctrlmetrics.WorkqueueProvider
+	jobsets   *ctrlmetrics.JobSetCollector
+}
+
+func newControllerMetrics(maxJobSets int) (*controllerMetrics, error) {
+	reg := ctrlmetrics.NewRegistry()
+	rec, err := ctrlmetrics.NewRecorder(reg)
+	if err != nil {
+		return nil, err
+	}
+	col := ctrlmetrics.NewJobSetCollector(maxJobSets)
+	if err := reg.Register(col); err != nil {
+		return nil, err
+	}
+	return &controllerMetrics{
+		registry:  reg,
+		recorder:  rec,
+		workqueue: ctrlmetrics.NewWorkqueueProvider(reg),
+		jobsets:   col,
+	}, nil
+}
+
+// installWorkqueueProvider makes the registry client-go's global work
+// queue metrics provider. client-go keeps only the first provider set in
+// the process; the controller's queue also gets the provider explicitly
+// (controller.Options.WorkqueueMetrics), so it does not depend on that.
+func (m *controllerMetrics) installWorkqueueProvider() {
+	workqueue.SetProvider(m.workqueue)
+}
+
+func (m *controllerMetrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(m.registry,
+		promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
+	return mux
+}
+
+// serveMetrics serves /metrics over plain HTTP on addr until ctx ends and
+// returns the address listened on.
+func serveMetrics(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on --metrics-bind-address %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Metrics server stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return ln.Addr(), nil
+}

@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+// controllerMetricsURL reads the controller's metrics port from the env
+// file hack/local-up.sh writes for the stack.
+func controllerMetricsURL(t *testing.T) string {
+	t.Helper()
+	env, err := os.ReadFile(filepath.Join(cluster.localDir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(env), "\n") {
+		if port, ok := strings.CutPrefix(line, "JOBSET_CONTROLLER_METRICS_PORT="); ok {
+			return "http://127.0.0.1:" + port + "/metrics"
+		}
+	}
+	t.Fatal("the stack's env file names no JOBSET_CONTROLLER_METRICS_PORT")
+	return ""
+}
+
+func scrape(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return string(body), err
+}
+
+// The per-replicatedJob gauges follow the JobSet's status and disappear
+// with the JobSet.
+func TestControllerMetricsFollowJobSets(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	url := controllerMetricsURL(t)
+	createJobSet(t, &v1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "observed", Namespace: ns},
+		Spec:       v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{replicatedJob("workers", 2, 1, "")}},
+	})
+	labels := fmt.Sprintf(`jobset="observed",namespace=%q,replicatedjob="workers"`, ns)
+	for _, want := range []string{
+		"kube_jobset_specified_replicas{" + labels + "} 2",
+		"kube_jobset_ready_replicas{" + labels + "} 2",
+	} {
+		eventually(t, 2*time.Minute, want, func(ctx context.Context) (bool, error) {
+			body, err := scrape(url)
+			return err == nil && strings.Contains(body, want), nil
+		})
+	}
+
+	if err := cluster.jobsets.JobsetV1alpha2().JobSets(ns).Delete(context.Background(), "observed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the JobSet's series to disappear", func(ctx context.Context) (bool, error) {
+		body, err := scrape(url)
+		return err == nil && !strings.Contains(body, `jobset="observed"`), nil
+	})
+}
