@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,10 +77,22 @@ func Start(o Options) (*Cluster, error) {
 	c.env = append(c.env, o.Env...)
 
 	if os.Getenv(o.Prefix+"REUSE_CLUSTER") != "1" {
+		// The script's output goes through a file: the daemons it starts
+		// inherit it, and must not hold the test binary's stdout pipe open.
+		out, err := os.CreateTemp("", "local-up-*.log")
+		if err != nil {
+			return c, err
+		}
+		defer os.Remove(out.Name())
+		defer out.Close()
 		up := exec.Command(filepath.Join(root, "hack", "local-up.sh"), "--detach")
-		up.Env, up.Stdout, up.Stderr = c.env, os.Stdout, os.Stderr
-		if err := up.Run(); err != nil {
-			return c, fmt.Errorf("bringing up the local cluster failed: %w (logs in %s/logs)", err, c.LocalDir)
+		up.Env, up.Stdout, up.Stderr = c.env, out, out
+		runErr := up.Run()
+		if _, err := out.Seek(0, 0); err == nil {
+			_, _ = io.Copy(os.Stdout, out)
+		}
+		if runErr != nil {
+			return c, fmt.Errorf("bringing up the local cluster failed: %w (logs in %s/logs)", runErr, c.LocalDir)
 		}
 	} else {
 		c.keep = true
