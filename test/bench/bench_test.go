@@ -161,6 +161,48 @@ func reportRSS(b *testing.B) {
 	}
 }
 
+// timeSerial runs op b.N times from one goroutine, reports throughput,
+// latency percentiles and RSS, and returns the elapsed time.
+func timeSerial(b *testing.B, op func() error) time.Duration {
+	var lat latencies
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		lat.add(time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	lat.report(b, b.N, elapsed)
+	reportRSS(b)
+	return elapsed
+}
+
+// timeParallel is timeSerial from 4 × GOMAXPROCS client goroutines.
+func timeParallel(b *testing.B, op func() error) {
+	var lat latencies
+	b.SetParallelism(4)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			t0 := time.Now()
+			if err := op(); err != nil {
+				b.Error(err)
+				return
+			}
+			lat.add(time.Since(t0))
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	lat.report(b, b.N, elapsed)
+	reportRSS(b)
+}
+
 // BenchmarkAPIServer runs every benchmark against one server, started once.
 func BenchmarkAPIServer(b *testing.B) {
 	s := framework.StartServer(b)
@@ -168,91 +210,26 @@ func BenchmarkAPIServer(b *testing.B) {
 	ctx := context.Background()
 
 	var created atomic.Int64
-	b.Run("Create", func(b *testing.B) {
-		js := client.JobsetV1alpha2().JobSets("bench-create")
-		var lat latencies
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			obj := jobSet("bench-create", fmt.Sprintf("c-%d", created.Add(1)))
-			t0 := time.Now()
-			if _, err := js.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			lat.add(time.Since(t0))
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		lat.report(b, b.N, elapsed)
-		reportRSS(b)
-	})
-
-	b.Run("CreateParallel", func(b *testing.B) {
-		js := client.JobsetV1alpha2().JobSets("bench-create")
-		var lat latencies
-		b.SetParallelism(4) // 4 × GOMAXPROCS client goroutines
-		b.ResetTimer()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				obj := jobSet("bench-create", fmt.Sprintf("c-%d", created.Add(1)))
-				t0 := time.Now()
-				if _, err := js.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-					b.Error(err)
-					return
-				}
-				lat.add(time.Since(t0))
-			}
-		})
-		elapsed := time.Since(start)
-		b.StopTimer()
-		lat.report(b, b.N, elapsed)
-		reportRSS(b)
-	})
-
+	create := func() error {
+		obj := jobSet("bench-create", fmt.Sprintf("c-%d", created.Add(1)))
+		_, err := client.JobsetV1alpha2().JobSets("bench-create").Create(ctx, obj, metav1.CreateOptions{})
+		return err
+	}
+	get := func() error {
+		_, err := client.JobsetV1alpha2().JobSets("bench-get").Get(ctx, "target", metav1.GetOptions{})
+		return err
+	}
+	b.Run("Create", func(b *testing.B) { timeSerial(b, create) })
+	b.Run("CreateParallel", func(b *testing.B) { timeParallel(b, create) })
 	b.Run("Get", func(b *testing.B) {
-		js := client.JobsetV1alpha2().JobSets("bench-get")
 		// The function runs once per b.N tried: the target may exist.
-		if _, err := js.Create(ctx, jobSet("bench-get", "target"), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := client.JobsetV1alpha2().JobSets("bench-get").Create(ctx, jobSet("bench-get", "target"), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			b.Fatal(err)
 		}
-		var lat latencies
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			if _, err := js.Get(ctx, "target", metav1.GetOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			lat.add(time.Since(t0))
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		lat.report(b, b.N, elapsed)
-		reportRSS(b)
+		timeSerial(b, get)
 	})
-
-	b.Run("GetParallel", func(b *testing.B) {
-		js := client.JobsetV1alpha2().JobSets("bench-get")
-		var lat latencies
-		b.SetParallelism(4)
-		b.ResetTimer()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				t0 := time.Now()
-				if _, err := js.Get(ctx, "target", metav1.GetOptions{}); err != nil {
-					b.Error(err)
-					return
-				}
-				lat.add(time.Since(t0))
-			}
-		})
-		elapsed := time.Since(start)
-		b.StopTimer()
-		lat.report(b, b.N, elapsed)
-		reportRSS(b)
-	})
+	b.Run("GetParallel", func(b *testing.B) { timeParallel(b, get) })
 
 	for _, field := range strings.Split(*listSizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
@@ -275,40 +252,25 @@ func BenchmarkAPIServer(b *testing.B) {
 		b.Run(fmt.Sprintf("List/%d", n), func(b *testing.B) {
 			ensurePopulated(b)
 			js := client.JobsetV1alpha2().JobSets(ns)
-			var lat latencies
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
+			elapsed := timeSerial(b, func() error {
 				list, err := js.List(ctx, metav1.ListOptions{})
-				if err != nil {
-					b.Fatal(err)
+				if err == nil && len(list.Items) != n {
+					err = fmt.Errorf("listed %d, want %d", len(list.Items), n)
 				}
-				if len(list.Items) != n {
-					b.Fatalf("listed %d, want %d", len(list.Items), n)
-				}
-				lat.add(time.Since(t0))
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			lat.report(b, b.N, elapsed)
+				return err
+			})
 			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "objects/s")
-			reportRSS(b)
 		})
 		b.Run(fmt.Sprintf("ListPaged500/%d", n), func(b *testing.B) {
 			ensurePopulated(b)
 			js := client.JobsetV1alpha2().JobSets(ns)
-			var lat latencies
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
+			timeSerial(b, func() error {
 				total := 0
 				opts := metav1.ListOptions{Limit: 500}
 				for {
 					list, err := js.List(ctx, opts)
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
 					total += len(list.Items)
 					if list.Continue == "" {
@@ -317,14 +279,10 @@ func BenchmarkAPIServer(b *testing.B) {
 					opts.Continue = list.Continue
 				}
 				if total != n {
-					b.Fatalf("listed %d, want %d", total, n)
+					return fmt.Errorf("listed %d, want %d", total, n)
 				}
-				lat.add(time.Since(t0))
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			lat.report(b, b.N, elapsed)
-			reportRSS(b)
+				return nil
+			})
 		})
 	}
 

@@ -80,16 +80,9 @@ func childJobs(ctx context.Context, ns, jobset string) ([]batchv1.Job, error) {
 // waitCondition waits until the JobSet has the condition with status True.
 func waitCondition(t *testing.T, ns, name string, cond v1alpha2.JobSetConditionType, timeout time.Duration) *v1alpha2.JobSet {
 	t.Helper()
-	var js *v1alpha2.JobSet
-	eventually(t, timeout, fmt.Sprintf("JobSet %s to be %s", name, cond), func(ctx context.Context) (bool, error) {
-		got, err := cluster.jobsets.JobsetV1alpha2().JobSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		js = got
-		return meta.IsStatusConditionTrue(got.Status.Conditions, string(cond)), nil
+	return waitStatus(t, ns, name, "to be "+string(cond), timeout, func(js *v1alpha2.JobSet) bool {
+		return meta.IsStatusConditionTrue(js.Status.Conditions, string(cond))
 	})
-	return js
 }
 
 // waitJobs waits until the JobSet has n child Jobs of the given restart
