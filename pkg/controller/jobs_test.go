@@ -239,7 +239,8 @@ func TestComputeReplicatedJobsStatus(t *testing.T) {
 	got := computeReplicatedJobsStatus(js, jobs)
 	want := []jobset.ReplicatedJobStatus{
 		{Name: "leader", Succeeded: 1},
-		{Name: "workers", Ready: 1, Active: 1, Suspended: 1, Failed: 1, JobRestarts: []int32{1}},
+		// The smallest parallelism of the unfinished workers Jobs.
+		{Name: "workers", Ready: 1, Active: 1, Suspended: 1, Failed: 1, JobRestarts: []int32{1}, ObservedParallelism: ptr.To[int32](2)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)

@@ -169,7 +169,8 @@ func jobReady(job *batchv1.Job) bool {
 }
 
 // computeReplicatedJobsStatus counts the current attempt's Jobs per
-// replicatedJob, in spec order, keeping the per-Job restart arrays.
+// replicatedJob, in spec order, keeping the per-Job restart arrays, and
+// reports the smallest parallelism the unfinished Jobs run with.
 func computeReplicatedJobsStatus(js *jobset.JobSet, jobs *childJobs) []jobset.ReplicatedJobStatus {
 	out := make([]jobset.ReplicatedJobStatus, len(js.Spec.ReplicatedJobs))
 	pos := make(map[string]int, len(out))
@@ -204,6 +205,9 @@ func computeReplicatedJobsStatus(js *jobset.JobSet, jobs *childJobs) []jobset.Re
 		}
 		if jobSuspended(job) {
 			s.Suspended++
+		}
+		if p := ptr.Deref(job.Spec.Parallelism, 1); s.ObservedParallelism == nil || p < *s.ObservedParallelism {
+			s.ObservedParallelism = ptr.To(p)
 		}
 	}
 	for _, job := range jobs.successful {

@@ -36,7 +36,15 @@ func TestCreatesJobsAndService(t *testing.T) {
 	if len(js.Status.ReplicatedJobsStatus) != 2 || js.Status.ReplicatedJobsStatus[0].Name != "leader" {
 		t.Fatalf("status = %+v", js.Status)
 	}
-	// A second sync with nothing new writes nothing.
+	// The next sync observes the created Jobs (their parallelism enters the
+	// status); one more with nothing new writes nothing.
+	fx.sync("js")
+	if p := js.Status.ReplicatedJobsStatus[1].ObservedParallelism; p != nil {
+		t.Fatalf("observedParallelism %d before any Job was observed", *p)
+	}
+	if p := rjStatus(&fx.jobSet("js").Status, "workers").ObservedParallelism; p == nil || *p != 2 {
+		t.Fatalf("observedParallelism = %v, want 2", p)
+	}
 	fx.kube.ClearActions()
 	fx.jsc.ClearActions()
 	fx.sync("js")
@@ -611,6 +619,12 @@ func TestElasticChanges(t *testing.T) {
 	}
 	if *fx.job("js-leader-0").Spec.Parallelism != 2 {
 		t.Fatalf("leader patched")
+	}
+	// The next sync sees the patched Job and reports it for the scale's
+	// status.replicas.
+	fx.sync("js")
+	if got := rjStatus(&fx.jobSet("js").Status, "workers").ObservedParallelism; got == nil || *got != 4 {
+		t.Fatalf("observedParallelism = %v, want 4", got)
 	}
 	// Scale up: new index with labels carrying the new counts.
 	fx.updateJobSet("js", func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[1].Replicas = ptr.To[int32](2) })

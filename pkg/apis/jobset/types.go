@@ -176,6 +176,10 @@ type ReplicatedJobStatus struct {
 	Suspended                  int32
 	JobRestarts                []int32
 	JobRestartsCountTowardsMax []int32
+
+	// ObservedParallelism is the smallest spec.parallelism among the
+	// unfinished Jobs of the current attempt; nil when there is none.
+	ObservedParallelism *int32
 }
 
 type JobSetConditionType string

@@ -1306,6 +1306,13 @@ func schema_pkg_apis_jobset_v1alpha2_ReplicatedJobStatus(ref common.ReferenceCal
 							},
 						},
 					},
+					"observedParallelism": {
+						SchemaProps: spec.SchemaProps{
+							Description: "observedParallelism is the smallest spec.parallelism among the unfinished Jobs of the current attempt, as the controller last saw them. The replicatedjobs/scale subresource reports it as status.replicas; it is absent when no Job is unfinished. Not part of upstream JobSet.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 				},
 				Required: []string{"name", "ready", "succeeded", "failed", "active", "suspended"},
 			},

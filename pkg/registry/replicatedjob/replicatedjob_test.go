@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 )
@@ -122,8 +123,13 @@ func TestProject(t *testing.T) {
 func TestScaleOf(t *testing.T) {
 	js := testJobSet()
 	s := scaleOf(js, 1)
-	if s.Name != "js.workers" || s.Spec.Replicas != 4 || s.Status.Replicas != 4 || s.ResourceVersion != "42" {
+	if s.Name != "js.workers" || s.Spec.Replicas != 4 || s.Status.Replicas != 0 || s.ResourceVersion != "42" {
 		t.Errorf("scale %+v", s)
+	}
+	// status.replicas is what the controller observed, not the template.
+	js.Status.ReplicatedJobsStatus[0].ObservedParallelism = ptr.To[int32](3)
+	if s := scaleOf(js, 1); s.Status.Replicas != 3 || s.Spec.Replicas != 4 {
+		t.Errorf("observed scale %+v %+v, want spec 4 status 3", s.Spec, s.Status)
 	}
 	want := "jobset.sigs.k8s.io/jobset-name=js,jobset.sigs.k8s.io/replicatedjob-name=workers,jobset.sigs.k8s.io/job-index=0"
 	if s.Status.Selector != want {

@@ -23,10 +23,11 @@ import (
 // ScaleREST serves replicatedjobs/scale as an autoscaling/v1 Scale.
 //
 // The unit of scale is the pods of one child Job: spec.replicas is the
-// template's parallelism. status.replicas reports that same declared
-// parallelism, since the JobSet status does not yet carry the parallelism
-// the child Jobs run with; once the controller reports it, status.replicas
-// is to show the observed value. status.selector matches the pods of the
+// template's parallelism. status.replicas is the parallelism the child
+// Jobs run with, as the controller reports it in
+// status.replicatedJobsStatus[].observedParallelism (0 while no Job of the
+// current attempt is unfinished), so an autoscaler sees a scale converge
+// only once the Jobs follow. status.selector matches the pods of the
 // first child Job only, so that the pods an autoscaler counts are one unit
 // even when the replicatedJob has several Jobs.
 //
@@ -145,11 +146,21 @@ func scaleOf(js *jobset.JobSet, i int) *Scale {
 		},
 		Spec: autoscalingv1.ScaleSpec{Replicas: parallelism},
 		Status: autoscalingv1.ScaleStatus{
-			// The declared parallelism: see ScaleREST.
-			Replicas: parallelism,
+			Replicas: observedParallelism(js, rj.Name),
 			Selector: Selector(js.Name, rj.Name),
 		},
 	}
+}
+
+// observedParallelism is what the controller last reported for a
+// replicatedJob, or 0 when it reported nothing.
+func observedParallelism(js *jobset.JobSet, rjName string) int32 {
+	for _, s := range js.Status.ReplicatedJobsStatus {
+		if s.Name == rjName && s.ObservedParallelism != nil {
+			return *s.ObservedParallelism
+		}
+	}
+	return 0
 }
 
 // scaleOfObject is scaleOf for the JobSet passed to admission validation;

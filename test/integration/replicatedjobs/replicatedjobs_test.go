@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/registry/replicatedjob"
@@ -242,12 +243,23 @@ func testScaleGet(t *testing.T, s *framework.Server, ns string) {
 	if sc.Name != "sg.workers" || sc.Namespace != ns || sc.ResourceVersion != js.ResourceVersion || sc.UID != replicatedjob.UID(js.UID, "workers") {
 		t.Errorf("scale metadata %+v", sc.ObjectMeta)
 	}
-	if sc.Spec.Replicas != 2 || sc.Status.Replicas != 2 {
-		t.Errorf("scale spec %d status %d, want 2 and 2", sc.Spec.Replicas, sc.Status.Replicas)
+	// No controller runs here, so no Job reports a parallelism yet.
+	if sc.Spec.Replicas != 2 || sc.Status.Replicas != 0 {
+		t.Errorf("scale spec %d status %d, want 2 and 0", sc.Spec.Replicas, sc.Status.Replicas)
 	}
 	want := "jobset.sigs.k8s.io/jobset-name=sg,jobset.sigs.k8s.io/replicatedjob-name=workers,jobset.sigs.k8s.io/job-index=0"
 	if sc.Status.Selector != want {
 		t.Errorf("selector %q, want %q", sc.Status.Selector, want)
+	}
+
+	// status.replicas follows what the controller reports for the Jobs.
+	js.Status.ReplicatedJobsStatus = []v1alpha2.ReplicatedJobStatus{{Name: "workers", ObservedParallelism: ptr.To[int32](3)}}
+	if _, err := s.Client.JobsetV1alpha2().JobSets(ns).UpdateStatus(context.Background(), js, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update status: %v", err)
+	}
+	sc, err = s.Client.JobsetV1alpha2().ReplicatedJobResources(ns).GetScale(context.Background(), "sg.workers", metav1.GetOptions{})
+	if err != nil || sc.Spec.Replicas != 2 || sc.Status.Replicas != 3 {
+		t.Errorf("after the status write: scale %+v %+v, err %v; want spec 2 status 3", sc.Spec, sc.Status, err)
 	}
 
 	// The body says autoscaling/v1 Scale.
@@ -276,8 +288,8 @@ func testScaleUpdateTyped(t *testing.T, s *framework.Server, ns string) {
 	if err != nil {
 		t.Fatalf("update scale: %v", err)
 	}
-	if out.Spec.Replicas != 5 || out.Status.Replicas != 5 {
-		t.Errorf("answer spec %d status %d, want 5", out.Spec.Replicas, out.Status.Replicas)
+	if out.Spec.Replicas != 5 || out.Status.Replicas != 0 {
+		t.Errorf("answer spec %d status %d, want 5 and 0", out.Spec.Replicas, out.Status.Replicas)
 	}
 	after := getJobSet(t, s, ns, "su")
 	if p, c := deref(rjSpec(after, "workers").Parallelism), deref(rjSpec(after, "workers").Completions); p != 5 || c != 5 {

@@ -409,6 +409,14 @@ type ReplicatedJobStatus struct {
 	// +listType=atomic
 	// +optional
 	JobRestartsCountTowardsMax []int32 `json:"jobRestartsCountTowardsMax,omitempty" protobuf:"varint,8,rep,name=jobRestartsCountTowardsMax"`
+
+	// observedParallelism is the smallest spec.parallelism among the
+	// unfinished Jobs of the current attempt, as the controller last saw
+	// them. The replicatedjobs/scale subresource reports it as
+	// status.replicas; it is absent when no Job is unfinished. Not part of
+	// upstream JobSet.
+	// +optional
+	ObservedParallelism *int32 `json:"observedParallelism,omitempty" protobuf:"varint,9,opt,name=observedParallelism"`
 }
 
 // JobSetConditionType is the type of a JobSet condition.

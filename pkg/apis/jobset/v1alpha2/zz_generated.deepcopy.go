@@ -433,6 +433,11 @@ func (in *ReplicatedJobStatus) DeepCopyInto(out *ReplicatedJobStatus) {
 		*out = make([]int32, len(*in))
 		copy(*out, *in)
 	}
+	if in.ObservedParallelism != nil {
+		in, out := &in.ObservedParallelism, &out.ObservedParallelism
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

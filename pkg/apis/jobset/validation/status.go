@@ -54,6 +54,9 @@ func ValidateJobSetStatusUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 		nonNegative(rs.Failed, rp.Child("failed"))
 		nonNegative(rs.Active, rp.Child("active"))
 		nonNegative(rs.Suspended, rp.Child("suspended"))
+		if rs.ObservedParallelism != nil {
+			nonNegative(*rs.ObservedParallelism, rp.Child("observedParallelism"))
+		}
 		for k, n := range rs.JobRestarts {
 			nonNegative(n, rp.Child("jobRestarts").Index(k))
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 )
@@ -61,6 +62,7 @@ func TestValidateJobSetStatusUpdate(t *testing.T) {
 				s.Ready, s.Succeeded, s.Failed, s.Active, s.Suspended = -1, -1, -1, -1, -1
 				s.JobRestarts[1] = -1
 				s.JobRestartsCountTowardsMax[0] = -1
+				s.ObservedParallelism = ptr.To[int32](-1)
 			},
 			want: []wantErr{
 				{errInvalid, rjs + "[1].ready", ""},
@@ -68,6 +70,7 @@ func TestValidateJobSetStatusUpdate(t *testing.T) {
 				{errInvalid, rjs + "[1].failed", ""},
 				{errInvalid, rjs + "[1].active", ""},
 				{errInvalid, rjs + "[1].suspended", ""},
+				{errInvalid, rjs + "[1].observedParallelism", ""},
 				{errInvalid, rjs + "[1].jobRestarts[1]", ""},
 				{errInvalid, rjs + "[1].jobRestartsCountTowardsMax[0]", ""},
 			},

@@ -43,6 +43,12 @@ type ReplicatedJobStatusApplyConfiguration struct {
 	// jobRestartsCountTowardsMax[i] counts the per-Job restarts of the Job
 	// with index i that count toward maxRestarts.
 	JobRestartsCountTowardsMax []int32 `json:"jobRestartsCountTowardsMax,omitempty"`
+	// observedParallelism is the smallest spec.parallelism among the
+	// unfinished Jobs of the current attempt, as the controller last saw
+	// them. The replicatedjobs/scale subresource reports it as
+	// status.replicas; it is absent when no Job is unfinished. Not part of
+	// upstream JobSet.
+	ObservedParallelism *int32 `json:"observedParallelism,omitempty"`
 }
 
 // ReplicatedJobStatusApplyConfiguration constructs a declarative configuration of the ReplicatedJobStatus type for use with
@@ -116,5 +122,13 @@ func (b *ReplicatedJobStatusApplyConfiguration) WithJobRestartsCountTowardsMax(v
 	for i := range values {
 		b.JobRestartsCountTowardsMax = append(b.JobRestartsCountTowardsMax, values[i])
 	}
+	return b
+}
+
+// WithObservedParallelism sets the ObservedParallelism field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ObservedParallelism field is set to the value of the last call.
+func (b *ReplicatedJobStatusApplyConfiguration) WithObservedParallelism(value int32) *ReplicatedJobStatusApplyConfiguration {
+	b.ObservedParallelism = &value
 	return b
 }
