@@ -21,6 +21,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -258,4 +259,117 @@ func runningPod(b *testing.B, ns, job, attempt string) string {
 		b.Fatalf("no running pod of %s: %v", job, err)
 	}
 	return name
+}
+
+// BenchmarkScaleLatency: a running JobSet of BENCH_JOBS_PER_JOBSET Jobs × 2
+// pods is scaled through replicatedjobs/scale as an HPA does (get, then
+// update with the resourceVersion) to 6 pods per Job and back to 2. The up
+// op ends when every Job has 6 live pods, the down op when every Job is back
+// to 2; both also report when the Scale's status.replicas caught up.
+func BenchmarkScaleLatency(b *testing.B) {
+	perJobSet := envInt("BENCH_JOBS_PER_JOBSET", 4)
+	ns := newNamespace(b, "bench-scale")
+	js := &v1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: ns},
+		Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{
+			Name: "workers", Replicas: ptr.To(int32(perJobSet)),
+			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+				CompletionMode: ptr.To(batchv1.IndexedCompletion),
+				Parallelism:    ptr.To[int32](2), Completions: ptr.To[int32](2),
+				Template: podTemplate(),
+			}},
+		}}},
+	}
+	if _, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(), js, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	waitScaled(b, ns, "elastic.workers", perJobSet, 2)
+	var up, down, upStatus, downStatus time.Duration
+	for i := 0; i < b.N; i++ {
+		for _, step := range []struct {
+			to           int32
+			pods, status *time.Duration
+		}{{6, &up, &upStatus}, {2, &down, &downStatus}} {
+			start := time.Now()
+			scaleTo(b, ns, "elastic.workers", step.to)
+			podsAt, statusAt := waitScaled(b, ns, "elastic.workers", perJobSet, step.to)
+			*step.pods += podsAt.Sub(start)
+			*step.status += statusAt.Sub(start)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(up.Seconds()/n, "s-up-to-all-pods")
+	b.ReportMetric(upStatus.Seconds()/n, "s-up-to-status")
+	b.ReportMetric(down.Seconds()/n, "s-down-to-all-pods")
+	b.ReportMetric(downStatus.Seconds()/n, "s-down-to-status")
+}
+
+// scaleTo writes spec.replicas of a replicatedjobs/scale, retrying on a
+// conflict as an autoscaler would.
+func scaleTo(b *testing.B, ns, name string, replicas int32) {
+	b.Helper()
+	rjs := cluster.JobSets.JobsetV1alpha2().ReplicatedJobResources(ns)
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			sc, err := rjs.GetScale(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			sc.Spec.Replicas = replicas
+			_, err = rjs.UpdateScale(ctx, name, sc, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+	if err != nil {
+		b.Fatalf("scaling %s to %d: %v", name, replicas, err)
+	}
+}
+
+// waitScaled polls until each of the namespace's jobs Jobs has exactly want
+// pods that are not being deleted and the Scale's status.replicas reads
+// want; it returns when each was first seen.
+func waitScaled(b *testing.B, ns, name string, jobs int, want int32) (podsAt, statusAt time.Time) {
+	b.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			if statusAt.IsZero() {
+				sc, err := cluster.JobSets.JobsetV1alpha2().ReplicatedJobResources(ns).GetScale(ctx, name, metav1.GetOptions{})
+				if err == nil && sc.Status.Replicas == want {
+					statusAt = time.Now()
+				}
+			}
+			if podsAt.IsZero() && podsPerJobAre(ctx, ns, jobs, int(want)) {
+				podsAt = time.Now()
+			}
+			return !podsAt.IsZero() && !statusAt.IsZero(), nil
+		})
+	if err != nil {
+		b.Fatalf("waiting for %d pods in each of %d Jobs and status.replicas %d: %v", want, jobs, want, err)
+	}
+	return podsAt, statusAt
+}
+
+// podsPerJobAre reports whether each of jobs Jobs has exactly want live pods.
+func podsPerJobAre(ctx context.Context, ns string, jobs, want int) bool {
+	pods, err := cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return false
+	}
+	perJob := map[string]int{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			perJob[p.Labels["batch.kubernetes.io/job-name"]]++
+		}
+	}
+	if len(perJob) != jobs {
+		return false
+	}
+	for _, n := range perJob {
+		if n != want {
+			return false
+		}
+	}
+	return true
 }
