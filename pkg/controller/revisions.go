@@ -150,6 +150,11 @@ func (c *Controller) syncRevisions(ctx context.Context, s *syncState, jobs *chil
 		}
 		st.UpdateRevision = updateName
 	}
+	if st.CurrentRevision == "" && hasRun(js, jobs) {
+		// The status write that named the revision of the running Jobs
+		// may have been lost; their annotation still names it.
+		st.CurrentRevision = revisionOfJobs(jobs, owned)
+	}
 	if st.CurrentRevision == "" || !hasRun(js, jobs) {
 		// Nothing runs from an older template: adopt the spec's at once.
 		st.CurrentRevision = updateName
@@ -171,6 +176,17 @@ func (c *Controller) syncRevisions(ctx context.Context, s *syncState, jobs *chil
 		return revs, err
 	}
 	return revs, nil
+}
+
+// revisionOfJobs returns the template revision the current attempt's Jobs
+// are annotated with, if it is one of the JobSet's revisions.
+func revisionOfJobs(jobs *childJobs, owned map[string]*appsv1.ControllerRevision) string {
+	for _, j := range jobs.current() {
+		if rev := j.Annotations[jobset.TemplateRevisionKey]; owned[rev] != nil {
+			return rev
+		}
+	}
+	return ""
 }
 
 func orNone(name string) string {

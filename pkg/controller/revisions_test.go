@@ -449,3 +449,19 @@ func TestBuildViewUsesCurrentTemplates(t *testing.T) {
 		t.Errorf("a toleration is a scheduling edit")
 	}
 }
+
+func TestLostStatusWriteRecoversCurrentRevision(t *testing.T) {
+	fx := newFixture(t, newJobSet("js", withUpdate(jobset.UpdateOpportunistic)))
+	fx.sync("js")
+	rev := fx.jobSet("js").Status.CurrentRevision
+	// The status written by the first sync is lost and the template edited.
+	fx.updateJobSet("js", func(js *jobset.JobSet) {
+		js.Status.CurrentRevision, js.Status.UpdateRevision = "", ""
+		setImage("busybox:2")(js)
+	})
+	fx.sync("js")
+	got := fx.jobSet("js")
+	if got.Status.CurrentRevision != rev || got.Status.UpdateRevision == rev {
+		t.Fatalf("revisions = %q/%q, want current %q from the Jobs", got.Status.CurrentRevision, got.Status.UpdateRevision, rev)
+	}
+}
