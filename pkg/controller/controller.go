@@ -83,6 +83,7 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
 	exp         *expectations
+	revCreated  *createdRevisions
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
@@ -115,6 +116,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
+	c.revCreated = newCreatedRevisions(c.clock)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -163,10 +165,17 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	}); err != nil {
 		return nil, err
 	}
-	for _, inf := range []cache.SharedIndexInformer{svcInf.Informer(), pvcInf.Informer(), revInf.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{svcInf.Informer(), pvcInf.Informer()} {
 		if _, err := inf.AddEventHandler(child); err != nil {
 			return nil, err
 		}
+	}
+	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		UpdateFunc: child.UpdateFunc,
+		DeleteFunc: func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+	}); err != nil {
+		return nil, err
 	}
 	c.synced = []cache.InformerSynced{
 		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,

@@ -238,6 +238,9 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 		}
 		return wrapf(err, "renumbering template revision %s", name)
 	}
+	if c.revCreated.recent(js.Namespace, name) {
+		return nil // created by an earlier sync; the cache is behind
+	}
 	cr := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
@@ -250,7 +253,10 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 	}
 	_, err := api.Create(ctx, cr, metav1.CreateOptions{})
 	switch {
-	case err == nil, namespaceTerminating(err):
+	case err == nil:
+		c.revCreated.add(js.Namespace, name)
+		return nil
+	case namespaceTerminating(err):
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		// Either the cache is behind or another object holds the name

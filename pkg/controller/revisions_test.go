@@ -465,3 +465,32 @@ func TestLostStatusWriteRecoversCurrentRevision(t *testing.T) {
 		t.Fatalf("revisions = %q/%q, want current %q from the Jobs", got.Status.CurrentRevision, got.Status.UpdateRevision, rev)
 	}
 }
+
+func TestRevisionNotCreatedTwiceWhileTheCacheIsBehind(t *testing.T) {
+	fx := newFixture(t, newJobSet("js"))
+	fx.sync("js")
+	// The informer has not seen the revision yet: the next sync must not
+	// try to create it again.
+	if err := fx.f.Kube.Apps().V1().ControllerRevisions().Informer().GetIndexer().Replace(nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	fx.kube.ClearActions()
+	if _, err := fx.c.sync(fx.ctx, ns+"/js"); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range fx.kube.Actions() {
+		if a.GetResource().Resource == "controllerrevisions" {
+			t.Fatalf("revision API call while the cache was behind: %s", a.GetVerb())
+		}
+	}
+	// Once the informer saw it (and it was deleted), it is created again.
+	cr := fx.revisions()[0]
+	fx.c.revCreated.observe(&cr)
+	if err := fx.kube.AppsV1().ControllerRevisions(ns).Delete(fx.ctx, cr.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fx.sync("js")
+	if names := fx.revisionNames(); len(names) != 1 || names[0] != cr.Name {
+		t.Fatalf("revision not recreated: %v", names)
+	}
+}
