@@ -319,7 +319,8 @@ func (c *Controller) pruneRevisions(ctx context.Context, js *jobset.JobSet, owne
 // parallelism and completions. A Job recreated under a pending update thus
 // keeps the template of its attempt.
 func (r *revisions) buildView(js *jobset.JobSet) *jobset.JobSet {
-	if r == nil || r.current == nil {
+	if r == nil || r.current == nil || js.Status.CurrentRevision == js.Status.UpdateRevision {
+		// Up to date, or rolled out earlier in this sync.
 		return js
 	}
 	view := *js
@@ -381,7 +382,7 @@ func (s *syncState) adoptOnResume(revs *revisions, jobs *childJobs, now metav1.T
 	if st.CurrentRevision == st.UpdateRevision {
 		return false
 	}
-	if len(jobs.byName) == 0 || revs.onlyResumeEdits() {
+	if len(jobs.current()) == 0 || revs.onlyResumeEdits() {
 		s.rollOut()
 		return false
 	}
@@ -398,7 +399,10 @@ func (s *syncState) startImmediateUpdate(jobs *childJobs, now metav1.Time) bool 
 	if updateStrategy(s.js) != jobset.UpdateImmediate || st.CurrentRevision == st.UpdateRevision {
 		return false
 	}
-	if len(jobs.byName) == 0 {
+	if len(jobs.current()) == 0 {
+		// No Job of the current attempt exists yet (say, a restart is
+		// still replacing them): the next ones are simply built from the
+		// new templates.
 		s.rollOut()
 		return false
 	}

@@ -431,6 +431,7 @@ func TestBuildViewUsesCurrentTemplates(t *testing.T) {
 	js.Spec.ReplicatedJobs[1].Template.Spec.Parallelism = ptr.To[int32](5)
 	js.Spec.ReplicatedJobs[1].Template.Spec.Completions = ptr.To[int32](5)
 	revs := &revisions{current: &cur, update: templatesOf(js)}
+	js.Status.CurrentRevision, js.Status.UpdateRevision = "js-old", "js-new"
 	view := revs.buildView(js)
 	w := view.Spec.ReplicatedJobs[1].Template.Spec
 	if w.Template.Spec.Containers[0].Image != "busybox" || *w.Parallelism != 5 || *w.Completions != 5 {
@@ -441,6 +442,10 @@ func TestBuildViewUsesCurrentTemplates(t *testing.T) {
 	}
 	if revs.onlyResumeEdits() {
 		t.Errorf("an image change is not a scheduling edit")
+	}
+	js.Status.CurrentRevision = "js-new" // rolled out in this sync
+	if revs.buildView(js) != js {
+		t.Errorf("a rolled-out update still built from the old templates")
 	}
 	sched := templatesOf(js)
 	sched.ReplicatedJobs[0].Template.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "k"}}
@@ -493,4 +498,22 @@ func TestRevisionNotCreatedTwiceWhileTheCacheIsBehind(t *testing.T) {
 	if names := fx.revisionNames(); len(names) != 1 || names[0] != cr.Name {
 		t.Fatalf("revision not recreated: %v", names)
 	}
+}
+
+func TestImmediateUpdateDuringARestartDoesNotRestartAgain(t *testing.T) {
+	fx := newFixture(t, newJobSet("js", withUpdate(jobset.UpdateImmediate), withRestarts(3)))
+	fx.sync("js")
+	fx.setJob("js-leader-0", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js") // failure restart decided, old attempt deleted
+	if got := fx.jobSet("js").Status.Restarts; got != 1 || len(fx.jobs()) != 0 {
+		t.Fatalf("restarts %d, jobs %v", got, fx.jobNames())
+	}
+	// The edit lands before the new attempt's Jobs exist.
+	fx.updateJobSet("js", setImage("busybox:2"))
+	fx.sync("js")
+	got := fx.jobSet("js")
+	if got.Status.Restarts != 1 || got.Status.CurrentRevision != got.Status.UpdateRevision {
+		t.Fatalf("status = %+v", got.Status)
+	}
+	fx.wantJobsFrom(got.Status.CurrentRevision, "busybox:2")
 }
