@@ -2,10 +2,11 @@
 // and shared claims, and keeps the JobSet status.
 //
 // The layout follows kube-controller-manager's Job controller: shared
-// informers (JobSets; Jobs, Services and claims selected by the jobset-name
-// label and trimmed by a transform) feed a rate-limited work queue of JobSet
-// keys drained by several workers. One sync reads the cached JobSet and its
-// Jobs, sorts the Jobs by attempt (classifyJobs), applies the policies in
+// informers (JobSets; Jobs, Services, claims and template revisions selected
+// by the jobset-name label and trimmed by a transform) feed a rate-limited
+// work queue of JobSet keys drained by several workers. One sync reads the
+// cached JobSet and its Jobs, sorts the Jobs by attempt (classifyJobs),
+// records the template revision (revisions.go), applies the policies in
 // upstream's order (finished → delete superseded attempts → failure policy →
 // success policy → suspension → claims, Service, Jobs, elastic changes,
 // suspend/resume, conditions) and writes the status at most once, with the
@@ -31,6 +32,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -75,11 +77,13 @@ type Controller struct {
 	jobLister batchlisters.JobLister
 	svcLister corelisters.ServiceLister
 	pvcLister corelisters.PersistentVolumeClaimLister
+	revLister appslisters.ControllerRevisionLister
 	synced    []cache.InformerSynced
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
 	exp         *expectations
+	revCreated  *createdRevisions
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
@@ -112,15 +116,18 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
+	c.revCreated = newCreatedRevisions(c.clock)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
 	svcInf := f.Kube.Core().V1().Services()
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
+	revInf := f.Kube.Apps().V1().ControllerRevisions()
 	c.jsLister = jsInf.Lister()
 	c.jobLister = jobInf.Lister()
 	c.svcLister = svcInf.Lister()
 	c.pvcLister = pvcInf.Lister()
+	c.revLister = revInf.Lister()
 
 	if _, err := jsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueJobSet,
@@ -163,9 +170,17 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 			return nil, err
 		}
 	}
+	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		UpdateFunc: child.UpdateFunc,
+		DeleteFunc: func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+	}); err != nil {
+		return nil, err
+	}
 	c.synced = []cache.InformerSynced{
 		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
+		revInf.Informer().HasSynced,
 	}
 	return c, nil
 }

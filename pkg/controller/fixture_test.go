@@ -141,6 +141,13 @@ func (fx *fixture) refresh() {
 		items = append(items, &pl.Items[i])
 	}
 	replace(fx.f.Kube.Core().V1().PersistentVolumeClaims().Informer(), items)
+
+	rl, _ := fx.kube.AppsV1().ControllerRevisions("").List(fx.ctx, metav1.ListOptions{})
+	items = nil
+	for i := range rl.Items {
+		items = append(items, &rl.Items[i])
+	}
+	replace(fx.f.Kube.Apps().V1().ControllerRevisions().Informer(), items)
 }
 
 // sync refreshes the caches and syncs one JobSet.

@@ -103,6 +103,9 @@ type jobParams struct {
 	restarts         int32
 	jobRestarts      int32
 	executionAttempt int32
+	// templateRevision names the ControllerRevision of the templates the
+	// Job is built from; empty when unknown.
+	templateRevision string
 	suspend          bool
 }
 
@@ -139,6 +142,9 @@ func childMetadata(js *jobset.JobSet, layout *indexLayout, rj *jobset.Replicated
 		annotations[k] = v
 	}
 	annotations[jobset.ExecutionAttemptKey] = strconv.Itoa(int(p.executionAttempt))
+	if p.templateRevision != "" {
+		annotations[jobset.TemplateRevisionKey] = p.templateRevision
+	}
 	// Exclusive placement is requested per JobSet or per replicatedJob and
 	// travels as annotations only.
 	for _, src := range []map[string]string{js.Annotations, rj.Template.Annotations} {

@@ -117,6 +117,15 @@ func conditionTrue(conds []metav1.Condition, t string) bool {
 // setCondition sets a condition and queues an event when it changed. The
 // transition time moves only when the status changes.
 func (s *syncState) setCondition(t string, status metav1.ConditionStatus, reason, message, eventType string, now metav1.Time) bool {
+	if !s.putCondition(t, status, reason, message, now) {
+		return false
+	}
+	s.events = append(s.events, event{eventType: eventType, reason: reason, message: message})
+	return true
+}
+
+// putCondition is setCondition without the event.
+func (s *syncState) putCondition(t string, status metav1.ConditionStatus, reason, message string, now metav1.Time) bool {
 	conds := &s.js.Status.Conditions
 	if c := findCondition(*conds, t); c != nil {
 		if c.Status == status && c.Reason == reason && c.Message == message {
@@ -138,7 +147,6 @@ func (s *syncState) setCondition(t string, status metav1.ConditionStatus, reason
 			LastTransitionTime: now, ObservedGeneration: s.js.Generation,
 		})
 	}
-	s.events = append(s.events, event{eventType: eventType, reason: reason, message: message})
 	return true
 }
 

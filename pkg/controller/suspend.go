@@ -126,9 +126,14 @@ func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.
 			pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, g)
 		}
 	}
-	attempt := strconv.Itoa(int(js.Status.ExecutionAttempts))
-	job.Annotations = mergeInto(job.Annotations, map[string]string{jobset.ExecutionAttemptKey: attempt})
-	pod.Annotations[jobset.ExecutionAttemptKey] = attempt
+	stamp := map[string]string{jobset.ExecutionAttemptKey: strconv.Itoa(int(js.Status.ExecutionAttempts))}
+	if rev := js.Status.CurrentRevision; rev != "" {
+		// The resume adopted this revision; its only differences from the
+		// Job's are the scheduling fields merged above.
+		stamp[jobset.TemplateRevisionKey] = rev
+	}
+	job.Annotations = mergeInto(job.Annotations, stamp)
+	pod.Annotations = mergeInto(pod.Annotations, stamp)
 	job.Spec.Suspend = ptr.To(false)
 }
 

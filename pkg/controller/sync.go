@@ -51,7 +51,16 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 			requeue, stepErr = c.executeTTL(ctx, js)
 		}
 	default:
-		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, now)
+		revs, revErr := c.syncRevisions(ctx, s, jobs)
+		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, revs, now)
+		stepErr = errors.Join(stepErr, revErr)
+		if !finished(js) {
+			if js.Status.Restarts != cached.Status.Restarts {
+				// A whole-JobSet restart adopts the pending templates.
+				s.rollOut()
+			}
+			s.setUpdatePending(now)
+		}
 	}
 
 	if err := c.writeStatus(ctx, key, cached, s); err != nil {
@@ -90,7 +99,7 @@ func restartDecided(old, cur *jobset.JobSetStatus) bool {
 }
 
 // reconcileRunning handles a JobSet that has neither completed nor failed.
-func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncState, jobs *childJobs, now metav1.Time) (time.Duration, error) {
+func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncState, jobs *childJobs, revs *revisions, now metav1.Time) (time.Duration, error) {
 	js := s.js
 
 	// Jobs of superseded attempts go first.
@@ -119,6 +128,12 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 			js.Status.ExecutionAttempts++
 		}
 		s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionFalse, reasonResumed, messageResumed, "Normal", now)
+		if s.adoptOnResume(revs, jobs, now) {
+			return 0, nil
+		}
+	}
+	if !suspended && s.startImmediateUpdate(jobs, now) {
+		return 0, nil
 	}
 
 	var errs []error
@@ -131,7 +146,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	if err := c.deleteJobs(ctx, key, js, excessJobs(js, jobs)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.createJobs(ctx, key, js, jobs, suspended); err != nil {
+	if err := c.createJobs(ctx, key, revs.buildView(js), jobs, suspended); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.patchElastic(ctx, js, jobs.active); err != nil {
@@ -223,6 +238,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 				restarts:         js.Status.Restarts,
 				jobRestarts:      jobRestartsFor(&js.Status, rj.Name, int32(idx)),
 				executionAttempt: js.Status.ExecutionAttempts,
+				templateRevision: js.Status.CurrentRevision,
 				suspend:          suspended,
 			}))
 		}

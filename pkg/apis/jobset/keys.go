@@ -23,6 +23,11 @@ const (
 	// resume after a suspension. It goes beyond upstream.
 	ExecutionAttemptKey = "jobset.sigs.k8s.io/execution-attempt"
 
+	// TemplateRevisionKey names the template revision (the ControllerRevision
+	// <jobset>-<hash>) a child Job and its pods were built from. It goes
+	// beyond upstream.
+	TemplateRevisionKey = "jobset.sigs.k8s.io/template-revision"
+
 	// ExclusiveKey names a node label; each child Job then gets a topology
 	// domain (one value of that label) of its own.
 	ExclusiveKey = "alpha.jobset.sigs.k8s.io/exclusive-topology"

@@ -39,7 +39,30 @@ type JobSetSpec struct {
 	ManagedBy               *string
 	TTLSecondsAfterFinished *int32
 	VolumeClaimPolicies     []VolumeClaimPolicy
+	// UpdatePolicy is nil when the client never set it, which means Never.
+	UpdatePolicy *UpdatePolicy
 }
+
+// UpdatePolicy says whether and when edits of the replicatedJob templates
+// reach a running JobSet.
+type UpdatePolicy struct {
+	UpdateStrategy UpdateStrategy
+	// RevisionHistoryLimit bounds the template revisions kept; nil means
+	// DefaultRevisionHistoryLimit.
+	RevisionHistoryLimit *int32
+}
+
+type UpdateStrategy string
+
+const (
+	UpdateNever         UpdateStrategy = "Never"
+	UpdateOpportunistic UpdateStrategy = "Opportunistic"
+	UpdateImmediate     UpdateStrategy = "Immediate"
+)
+
+// DefaultRevisionHistoryLimit is the number of template revisions kept when
+// updatePolicy.revisionHistoryLimit is not set.
+const DefaultRevisionHistoryLimit int32 = 10
 
 // ReplicatedJob is one template and the number of Jobs made from it.
 type ReplicatedJob struct {
@@ -164,6 +187,10 @@ type JobSetStatus struct {
 	// ExecutionAttempts counts execution cycles: every failure restart and
 	// every resume after a suspension.
 	ExecutionAttempts int32
+	// CurrentRevision names the template revision the running Jobs were
+	// built from; UpdateRevision the latest accepted template.
+	CurrentRevision string
+	UpdateRevision  string
 }
 
 // ReplicatedJobStatus counts the child Jobs of one replicatedJob.
@@ -191,4 +218,5 @@ const (
 	JobSetStartupPolicyInProgress JobSetConditionType = "StartupPolicyInProgress"
 	JobSetStartupPolicyCompleted  JobSetConditionType = "StartupPolicyCompleted"
 	JobSetRestarting              JobSetConditionType = "RestartingJobSet"
+	JobSetUpdatePending           JobSetConditionType = "UpdatePending"
 )

@@ -54,6 +54,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha2.ReplicatedJobStatus{}.OpenAPIModelName():                            schema_pkg_apis_jobset_v1alpha2_ReplicatedJobStatus(ref),
 		v1alpha2.StartupPolicy{}.OpenAPIModelName():                                  schema_pkg_apis_jobset_v1alpha2_StartupPolicy(ref),
 		v1alpha2.SuccessPolicy{}.OpenAPIModelName():                                  schema_pkg_apis_jobset_v1alpha2_SuccessPolicy(ref),
+		v1alpha2.UpdatePolicy{}.OpenAPIModelName():                                   schema_pkg_apis_jobset_v1alpha2_UpdatePolicy(ref),
 		v1alpha2.VolumeClaimPolicy{}.OpenAPIModelName():                              schema_pkg_apis_jobset_v1alpha2_VolumeClaimPolicy(ref),
 		v1alpha2.VolumeRetentionPolicy{}.OpenAPIModelName():                          schema_pkg_apis_jobset_v1alpha2_VolumeRetentionPolicy(ref),
 		v1.ContainerResourceMetricSource{}.OpenAPIModelName():                        schema_k8sio_api_autoscaling_v1_ContainerResourceMetricSource(ref),
@@ -846,11 +847,17 @@ func schema_pkg_apis_jobset_v1alpha2_JobSetSpec(ref common.ReferenceCallback) co
 							},
 						},
 					},
+					"updatePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "updatePolicy says whether edits of the replicatedJob templates are accepted on a JobSet that has not finished, and when they reach its Jobs. Absent means updateStrategy Never. May change until the JobSet has finished.",
+							Ref:         ref(v1alpha2.UpdatePolicy{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha2.Coordinator{}.OpenAPIModelName(), v1alpha2.FailurePolicy{}.OpenAPIModelName(), v1alpha2.Network{}.OpenAPIModelName(), v1alpha2.ReplicatedJob{}.OpenAPIModelName(), v1alpha2.StartupPolicy{}.OpenAPIModelName(), v1alpha2.SuccessPolicy{}.OpenAPIModelName(), v1alpha2.VolumeClaimPolicy{}.OpenAPIModelName()},
+			v1alpha2.Coordinator{}.OpenAPIModelName(), v1alpha2.FailurePolicy{}.OpenAPIModelName(), v1alpha2.Network{}.OpenAPIModelName(), v1alpha2.ReplicatedJob{}.OpenAPIModelName(), v1alpha2.StartupPolicy{}.OpenAPIModelName(), v1alpha2.SuccessPolicy{}.OpenAPIModelName(), v1alpha2.UpdatePolicy{}.OpenAPIModelName(), v1alpha2.VolumeClaimPolicy{}.OpenAPIModelName()},
 	}
 }
 
@@ -873,7 +880,7 @@ func schema_pkg_apis_jobset_v1alpha2_JobSetStatus(ref common.ReferenceCallback) 
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions of the JobSet: Completed, Failed, Suspended, StartupPolicyInProgress, StartupPolicyCompleted.",
+							Description: "conditions of the JobSet: Completed, Failed, Suspended, StartupPolicyInProgress, StartupPolicyCompleted, RestartingJobSet, UpdatePending.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -934,6 +941,20 @@ func schema_pkg_apis_jobset_v1alpha2_JobSetStatus(ref common.ReferenceCallback) 
 							Description: "executionAttempts counts execution cycles: it grows by one on every failure restart and on every resume after a suspension.",
 							Type:        []string{"integer"},
 							Format:      "int32",
+						},
+					},
+					"currentRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "currentRevision names the template revision (a ControllerRevision <jobset>-<hash>) that the Jobs of the current attempt were built from.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"updateRevision": {
+						SchemaProps: spec.SchemaProps{
+							Description: "updateRevision names the template revision of the latest accepted spec. It differs from currentRevision while an update is pending (condition UpdatePending).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},
@@ -1378,6 +1399,34 @@ func schema_pkg_apis_jobset_v1alpha2_SuccessPolicy(ref common.ReferenceCallback)
 					},
 				},
 				Required: []string{"operator"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_jobset_v1alpha2_UpdatePolicy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "UpdatePolicy says whether and when edits of the replicatedJob templates reach a running JobSet.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"updateStrategy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "updateStrategy is Never (the templates are immutable, except the scheduling fields of a suspended JobSet), Opportunistic (template edits are accepted and used from the next whole-JobSet restart or resume on; running Jobs are left alone) or Immediate (template edits are accepted and a restart that does not count toward maxRestarts applies them at once). Under Opportunistic and Immediate the replicatedJobs' names, number and order and each template's completionMode stay immutable. Defaults to Never.\n\nPossible enum values:\n - `\"Immediate\"` applies template edits by restarting the JobSet at once, without counting toward maxRestarts.\n - `\"Never\"` keeps the templates immutable.\n - `\"Opportunistic\"` applies template edits at the next whole-JobSet restart or resume.",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Immediate", "Never", "Opportunistic"},
+						},
+					},
+					"revisionHistoryLimit": {
+						SchemaProps: spec.SchemaProps{
+							Description: "revisionHistoryLimit is how many template revisions (ControllerRevisions named <jobset>-<hash>) are kept; the revisions in use are never removed. Defaults to 10.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
 			},
 		},
 	}

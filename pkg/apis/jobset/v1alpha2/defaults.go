@@ -45,6 +45,16 @@ func SetDefaults_JobSet(obj *JobSet) {
 			}
 		}
 	}
+	// An absent updatePolicy stays absent (it means Never), so objects of
+	// clients that never set it look as they do upstream.
+	if up := spec.UpdatePolicy; up != nil {
+		if up.UpdateStrategy == "" {
+			up.UpdateStrategy = UpdateNever
+		}
+		if up.RevisionHistoryLimit == nil {
+			up.RevisionHistoryLimit = ptr.To(DefaultRevisionHistoryLimit)
+		}
+	}
 }
 
 // SetDefaults_ReplicatedJob defaults one replicatedJob and its Job template.

@@ -205,6 +205,26 @@ func TestDefaults(t *testing.T) {
 			}
 			return s
 		},
+	}, {
+		name: "absent updatePolicy stays absent",
+		in:   v1alpha2.JobSetSpec{},
+		want: defaultedSpec,
+	}, {
+		name: "empty updatePolicy gets Never and a history of 10",
+		in:   v1alpha2.JobSetSpec{UpdatePolicy: &v1alpha2.UpdatePolicy{}},
+		want: func() v1alpha2.JobSetSpec {
+			s := defaultedSpec()
+			s.UpdatePolicy = &v1alpha2.UpdatePolicy{UpdateStrategy: v1alpha2.UpdateNever, RevisionHistoryLimit: ptr.To[int32](10)}
+			return s
+		},
+	}, {
+		name: "explicit updatePolicy kept",
+		in:   v1alpha2.JobSetSpec{UpdatePolicy: &v1alpha2.UpdatePolicy{UpdateStrategy: v1alpha2.UpdateImmediate, RevisionHistoryLimit: ptr.To[int32](0)}},
+		want: func() v1alpha2.JobSetSpec {
+			s := defaultedSpec()
+			s.UpdatePolicy = &v1alpha2.UpdatePolicy{UpdateStrategy: v1alpha2.UpdateImmediate, RevisionHistoryLimit: ptr.To[int32](0)}
+			return s
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := &v1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "js"}, Spec: tc.want()}

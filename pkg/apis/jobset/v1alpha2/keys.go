@@ -20,6 +20,7 @@ const (
 	JobRestartsKey          = jobset.JobRestartsKey
 	CoordinatorKey          = jobset.CoordinatorKey
 	ExecutionAttemptKey     = jobset.ExecutionAttemptKey
+	TemplateRevisionKey     = jobset.TemplateRevisionKey
 	ExclusiveKey            = jobset.ExclusiveKey
 	NodeSelectorStrategyKey = jobset.NodeSelectorStrategyKey
 	NamespacedJobKey        = jobset.NamespacedJobKey

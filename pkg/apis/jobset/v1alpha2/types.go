@@ -98,7 +98,54 @@ type JobSetSpec struct {
 	// +listType=atomic
 	// +optional
 	VolumeClaimPolicies []VolumeClaimPolicy `json:"volumeClaimPolicies,omitempty" protobuf:"bytes,10,rep,name=volumeClaimPolicies"`
+
+	// updatePolicy says whether edits of the replicatedJob templates are
+	// accepted on a JobSet that has not finished, and when they reach its
+	// Jobs. Absent means updateStrategy Never. May change until the JobSet
+	// has finished.
+	// +optional
+	UpdatePolicy *UpdatePolicy `json:"updatePolicy,omitempty" protobuf:"bytes,11,opt,name=updatePolicy"`
 }
+
+// UpdatePolicy says whether and when edits of the replicatedJob templates
+// reach a running JobSet.
+type UpdatePolicy struct {
+	// updateStrategy is Never (the templates are immutable, except the
+	// scheduling fields of a suspended JobSet), Opportunistic (template
+	// edits are accepted and used from the next whole-JobSet restart or
+	// resume on; running Jobs are left alone) or Immediate (template edits
+	// are accepted and a restart that does not count toward maxRestarts
+	// applies them at once). Under Opportunistic and Immediate the
+	// replicatedJobs' names, number and order and each template's
+	// completionMode stay immutable. Defaults to Never.
+	// +enum
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty" protobuf:"bytes,1,opt,name=updateStrategy,casttype=UpdateStrategy"`
+
+	// revisionHistoryLimit is how many template revisions (ControllerRevisions
+	// named <jobset>-<hash>) are kept; the revisions in use are never
+	// removed. Defaults to 10.
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty" protobuf:"varint,2,opt,name=revisionHistoryLimit"`
+}
+
+// UpdateStrategy says when template edits reach a running JobSet.
+// +enum
+type UpdateStrategy string
+
+const (
+	// UpdateNever keeps the templates immutable.
+	UpdateNever UpdateStrategy = "Never"
+	// UpdateOpportunistic applies template edits at the next whole-JobSet
+	// restart or resume.
+	UpdateOpportunistic UpdateStrategy = "Opportunistic"
+	// UpdateImmediate applies template edits by restarting the JobSet at
+	// once, without counting toward maxRestarts.
+	UpdateImmediate UpdateStrategy = "Immediate"
+)
+
+// DefaultRevisionHistoryLimit is the default of updatePolicy.revisionHistoryLimit.
+const DefaultRevisionHistoryLimit int32 = 10
 
 // ReplicatedJob is one Job template and the number of Jobs made from it.
 type ReplicatedJob struct {
@@ -339,7 +386,8 @@ const (
 // JobSetStatus is the observed state of a JobSet.
 type JobSetStatus struct {
 	// conditions of the JobSet: Completed, Failed, Suspended,
-	// StartupPolicyInProgress, StartupPolicyCompleted.
+	// StartupPolicyInProgress, StartupPolicyCompleted, RestartingJobSet,
+	// UpdatePending.
 	// +patchMergeKey=type
 	// +patchStrategy=merge
 	// +listType=map
@@ -374,6 +422,17 @@ type JobSetStatus struct {
 	// failure restart and on every resume after a suspension.
 	// +optional
 	ExecutionAttempts int32 `json:"executionAttempts,omitempty" protobuf:"varint,6,opt,name=executionAttempts"`
+
+	// currentRevision names the template revision (a ControllerRevision
+	// <jobset>-<hash>) that the Jobs of the current attempt were built from.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty" protobuf:"bytes,7,opt,name=currentRevision"`
+
+	// updateRevision names the template revision of the latest accepted
+	// spec. It differs from currentRevision while an update is pending
+	// (condition UpdatePending).
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty" protobuf:"bytes,8,opt,name=updateRevision"`
 }
 
 // ReplicatedJobStatus counts the Jobs of the current attempt of one
@@ -429,4 +488,7 @@ const (
 	JobSetStartupPolicyInProgress JobSetConditionType = "StartupPolicyInProgress"
 	JobSetStartupPolicyCompleted  JobSetConditionType = "StartupPolicyCompleted"
 	JobSetRestarting              JobSetConditionType = "RestartingJobSet"
+	// JobSetUpdatePending is True while status.updateRevision differs from
+	// status.currentRevision.
+	JobSetUpdatePending JobSetConditionType = "UpdatePending"
 )

@@ -102,6 +102,11 @@ func (in SuccessPolicy) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in UpdatePolicy) OpenAPIModelName() string {
+	return "io.x-k8s.jobset.v1alpha2.UpdatePolicy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in VolumeClaimPolicy) OpenAPIModelName() string {
 	return "io.x-k8s.jobset.v1alpha2.VolumeClaimPolicy"
 }

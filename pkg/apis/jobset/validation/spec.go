@@ -65,8 +65,9 @@ var (
 		batchv1.JobReasonMaxFailedIndexesExceeded,
 		batchv1.JobReasonPodFailurePolicy,
 	}
-	supportedCompletionModes = []batchv1.CompletionMode{batchv1.IndexedCompletion, batchv1.NonIndexedCompletion}
-	supportedRetentionTypes  = []jobset.RetentionPolicyType{jobset.RetentionPolicyDelete, jobset.RetentionPolicyRetain}
+	supportedCompletionModes  = []batchv1.CompletionMode{batchv1.IndexedCompletion, batchv1.NonIndexedCompletion}
+	supportedRetentionTypes   = []jobset.RetentionPolicyType{jobset.RetentionPolicyDelete, jobset.RetentionPolicyRetain}
+	supportedUpdateStrategies = []jobset.UpdateStrategy{jobset.UpdateNever, jobset.UpdateOpportunistic, jobset.UpdateImmediate}
 )
 
 // specView is a JobSet spec together with what its rules keep looking up:
@@ -158,7 +159,8 @@ func (v *specView) validateFixedParts() field.ErrorList {
 
 // validateMutableParts checks the rules that involve a field an update may
 // change: replicas, parallelism, completions, the Kueue-mutable parts of the
-// pod template, the coordinator and ttlSecondsAfterFinished.
+// pod template (or the whole template under an update strategy), the
+// coordinator, the update policy and ttlSecondsAfterFinished.
 func (v *specView) validateMutableParts() field.ErrorList {
 	var allErrs field.ErrorList
 	spec := v.spec
@@ -194,8 +196,25 @@ func (v *specView) validateMutableParts() field.ErrorList {
 	}
 
 	allErrs = append(allErrs, v.validateCoordinator()...)
+	allErrs = append(allErrs, validateUpdatePolicy(spec.UpdatePolicy, v.path.Child("updatePolicy"))...)
 	if ttl := spec.TTLSecondsAfterFinished; ttl != nil {
 		allErrs = append(allErrs, apivalidation.ValidateNonnegativeField(int64(*ttl), v.path.Child("ttlSecondsAfterFinished"))...)
+	}
+	return allErrs
+}
+
+// validateUpdatePolicy checks the update strategy and the revision history
+// limit. Both may change at any time before the JobSet finishes.
+func validateUpdatePolicy(up *jobset.UpdatePolicy, p *field.Path) field.ErrorList {
+	if up == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	if !slices.Contains(supportedUpdateStrategies, up.UpdateStrategy) {
+		allErrs = append(allErrs, field.NotSupported(p.Child("updateStrategy"), up.UpdateStrategy, supportedUpdateStrategies))
+	}
+	if up.RevisionHistoryLimit != nil {
+		allErrs = append(allErrs, apivalidation.ValidateNonnegativeField(int64(*up.RevisionHistoryLimit), p.Child("revisionHistoryLimit"))...)
 	}
 	return allErrs
 }

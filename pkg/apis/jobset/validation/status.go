@@ -6,6 +6,7 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
@@ -28,6 +29,18 @@ func ValidateJobSetStatusUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 	nonNegative(status.RestartsCountTowardsMax, p.Child("restartsCountTowardsMax"))
 	nonNegative(status.ExecutionAttempts, p.Child("executionAttempts"))
 	allErrs = append(allErrs, metav1validation.ValidateConditions(status.Conditions, p.Child("conditions"))...)
+
+	for _, rev := range []struct {
+		name string
+		path *field.Path
+	}{{status.CurrentRevision, p.Child("currentRevision")}, {status.UpdateRevision, p.Child("updateRevision")}} {
+		if rev.name == "" {
+			continue
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(rev.name) {
+			allErrs = append(allErrs, field.Invalid(rev.path, rev.name, msg))
+		}
+	}
 
 	if !slices.Contains(supportedTerminalStates, status.TerminalState) {
 		allErrs = append(allErrs, field.NotSupported(p.Child("terminalState"), status.TerminalState, supportedTerminalStates))

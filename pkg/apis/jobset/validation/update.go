@@ -33,6 +33,10 @@ func validateSpecUpdate(newSpec, oldSpec *jobset.JobSetSpec, p *field.Path) fiel
 		return append(allErrs, field.Forbidden(rjsPath, "replicatedJobs cannot be added or removed"))
 	}
 	suspended := ptr.Deref(oldSpec.Suspend, false) || ptr.Deref(newSpec.Suspend, false)
+	// The new strategy decides, so that switching to Opportunistic and
+	// editing a template may happen in one write, and switching back to
+	// Never freezes the templates at once.
+	updatable := templatesUpdatable(newSpec)
 	for i := range newSpec.ReplicatedJobs {
 		newRJ, oldRJ := &newSpec.ReplicatedJobs[i], &oldSpec.ReplicatedJobs[i]
 		rp := rjsPath.Index(i)
@@ -45,6 +49,7 @@ func validateSpecUpdate(newSpec, oldSpec *jobset.JobSetSpec, p *field.Path) fiel
 		m := templateMutability{
 			suspended: suspended,
 			elastic:   isIndexed(&oldRJ.Template.Spec) && isIndexed(&newRJ.Template.Spec),
+			updatable: updatable,
 		}
 		allErrs = append(allErrs, validateTemplateUpdate(&newRJ.Template, &oldRJ.Template, m, rp.Child("template"))...)
 	}
@@ -53,9 +58,9 @@ func validateSpecUpdate(newSpec, oldSpec *jobset.JobSetSpec, p *field.Path) fiel
 
 // templateMutability says which fields of a replicatedJob template an update
 // may change; every other field is immutable. A future update strategy adds
-// a flag here and a case to mask. Should it free containers or volumes, the
-// volumeClaimPolicies checks (claims mounted, no clashing pod volume) have to
-// move from validateFixedParts to validateMutableParts.
+// a flag here and a case to mask. When updatable frees containers and
+// volumes, ValidateJobSetUpdate checks the volumeClaimPolicies rules (claims
+// mounted, no clashing pod volume) again.
 type templateMutability struct {
 	// suspended: the JobSet is suspended before or after the update. The
 	// pod template's scheduling directives (labels, annotations,
@@ -65,6 +70,11 @@ type templateMutability struct {
 	// elastic: the template is Indexed before and after the update, so
 	// parallelism and completions may change (Elastic Indexed Jobs).
 	elastic bool
+	// updatable: the update strategy is Opportunistic or Immediate, so
+	// every field may change except completionMode, which a running attempt
+	// depends on, and parallelism and completions, which keep the rules of
+	// elastic in-place changes.
+	updatable bool
 }
 
 // mask returns a copy of newT in which every field m allows to change holds
@@ -83,7 +93,27 @@ func (m templateMutability) mask(newT, oldT *batchv1.JobTemplateSpec) *batchv1.J
 		out.Spec.Parallelism = oldT.Spec.Parallelism
 		out.Spec.Completions = oldT.Spec.Completions
 	}
+	if m.updatable {
+		fixed := out
+		out = oldT.DeepCopy()
+		out.Spec.CompletionMode = fixed.Spec.CompletionMode
+		out.Spec.Parallelism = fixed.Spec.Parallelism
+		out.Spec.Completions = fixed.Spec.Completions
+	}
 	return out
+}
+
+// templatesUpdatable reports whether the spec's update strategy accepts
+// template edits.
+func templatesUpdatable(spec *jobset.JobSetSpec) bool {
+	if spec.UpdatePolicy == nil {
+		return false
+	}
+	switch spec.UpdatePolicy.UpdateStrategy {
+	case jobset.UpdateOpportunistic, jobset.UpdateImmediate:
+		return true
+	}
+	return false
 }
 
 // validateTemplateUpdate rejects changes to the immutable fields of a

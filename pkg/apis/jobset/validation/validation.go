@@ -46,9 +46,29 @@ func ValidateJobSetUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 
 	// The fixed parts of the spec are guarded by immutability checks, so only
 	// the rules that depend on mutable fields are evaluated again.
-	allErrs = append(allErrs, newSpecView(newJS).validateMutableParts()...)
+	v := newSpecView(newJS)
+	allErrs = append(allErrs, v.validateMutableParts()...)
 	allErrs = append(allErrs, validateSpecUpdate(&newJS.Spec, &oldJS.Spec, field.NewPath("spec"))...)
+	if templatesUpdatable(&newJS.Spec) && !templatesEqual(&newJS.Spec, &oldJS.Spec) {
+		// Containers and volumes may have changed: the claims must still
+		// be mounted and must not clash with a pod volume.
+		allErrs = append(allErrs, v.validateVolumeClaimPolicies()...)
+	}
 	return allErrs
+}
+
+// templatesEqual reports whether two specs have the same replicatedJob
+// templates, in the same order.
+func templatesEqual(a, b *jobset.JobSetSpec) bool {
+	if len(a.ReplicatedJobs) != len(b.ReplicatedJobs) {
+		return false
+	}
+	for i := range a.ReplicatedJobs {
+		if !apiequality.Semantic.DeepEqual(a.ReplicatedJobs[i].Template, b.ReplicatedJobs[i].Template) {
+			return false
+		}
+	}
+	return true
 }
 
 // IsTerminal reports whether the JobSet has finished: it has a Completed or

@@ -55,6 +55,11 @@ type JobSetSpecApplyConfiguration struct {
 	// of the JobSet. Each claim is created once as <claim>-<jobset> and must
 	// be mounted by some container of some template. At most 50. Immutable.
 	VolumeClaimPolicies []VolumeClaimPolicyApplyConfiguration `json:"volumeClaimPolicies,omitempty"`
+	// updatePolicy says whether edits of the replicatedJob templates are
+	// accepted on a JobSet that has not finished, and when they reach its
+	// Jobs. Absent means updateStrategy Never. May change until the JobSet
+	// has finished.
+	UpdatePolicy *UpdatePolicyApplyConfiguration `json:"updatePolicy,omitempty"`
 }
 
 // JobSetSpecApplyConfiguration constructs a declarative configuration of the JobSetSpec type for use with
@@ -150,5 +155,13 @@ func (b *JobSetSpecApplyConfiguration) WithVolumeClaimPolicies(values ...*Volume
 		}
 		b.VolumeClaimPolicies = append(b.VolumeClaimPolicies, *values[i])
 	}
+	return b
+}
+
+// WithUpdatePolicy sets the UpdatePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UpdatePolicy field is set to the value of the last call.
+func (b *JobSetSpecApplyConfiguration) WithUpdatePolicy(value *UpdatePolicyApplyConfiguration) *JobSetSpecApplyConfiguration {
+	b.UpdatePolicy = value
 	return b
 }

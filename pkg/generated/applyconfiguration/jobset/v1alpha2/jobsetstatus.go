@@ -28,7 +28,8 @@ import (
 // JobSetStatus is the observed state of a JobSet.
 type JobSetStatusApplyConfiguration struct {
 	// conditions of the JobSet: Completed, Failed, Suspended,
-	// StartupPolicyInProgress, StartupPolicyCompleted.
+	// StartupPolicyInProgress, StartupPolicyCompleted, RestartingJobSet,
+	// UpdatePending.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// restarts counts whole-JobSet restarts, whether or not they count
 	// toward maxRestarts.
@@ -44,6 +45,13 @@ type JobSetStatusApplyConfiguration struct {
 	// executionAttempts counts execution cycles: it grows by one on every
 	// failure restart and on every resume after a suspension.
 	ExecutionAttempts *int32 `json:"executionAttempts,omitempty"`
+	// currentRevision names the template revision (a ControllerRevision
+	// <jobset>-<hash>) that the Jobs of the current attempt were built from.
+	CurrentRevision *string `json:"currentRevision,omitempty"`
+	// updateRevision names the template revision of the latest accepted
+	// spec. It differs from currentRevision while an update is pending
+	// (condition UpdatePending).
+	UpdateRevision *string `json:"updateRevision,omitempty"`
 }
 
 // JobSetStatusApplyConfiguration constructs a declarative configuration of the JobSetStatus type for use with
@@ -107,5 +115,21 @@ func (b *JobSetStatusApplyConfiguration) WithReplicatedJobsStatus(values ...*Rep
 // If called multiple times, the ExecutionAttempts field is set to the value of the last call.
 func (b *JobSetStatusApplyConfiguration) WithExecutionAttempts(value int32) *JobSetStatusApplyConfiguration {
 	b.ExecutionAttempts = &value
+	return b
+}
+
+// WithCurrentRevision sets the CurrentRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CurrentRevision field is set to the value of the last call.
+func (b *JobSetStatusApplyConfiguration) WithCurrentRevision(value string) *JobSetStatusApplyConfiguration {
+	b.CurrentRevision = &value
+	return b
+}
+
+// WithUpdateRevision sets the UpdateRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UpdateRevision field is set to the value of the last call.
+func (b *JobSetStatusApplyConfiguration) WithUpdateRevision(value string) *JobSetStatusApplyConfiguration {
+	b.UpdateRevision = &value
 	return b
 }
