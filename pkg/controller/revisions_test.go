@@ -148,7 +148,9 @@ func TestRevisionRecordedAndStamped(t *testing.T) {
 		t.Fatalf("revision data = %s (%v)", crs[0].Data.Raw, err)
 	}
 	fx.wantJobsFrom(want, "busybox")
-	// Nothing to do the next time.
+	// The next sync observes the created Jobs; after it, nothing is left
+	// to do.
+	fx.sync("js")
 	fx.kube.ClearActions()
 	fx.jsc.ClearActions()
 	fx.sync("js")
