@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
+	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
@@ -20,6 +22,32 @@ type countingMetrics struct {
 	restarted, jobRestarted, completed int
 	failed                             map[string]int
 	jobsCreated, syncs, syncErrs       int
+	attempts                           map[string]int
+	recovered, between, jobsLatency    []time.Duration
+}
+
+func (m *countingMetrics) ExecutionAttemptStarted(_ *jobset.JobSet, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.attempts == nil {
+		m.attempts = map[string]int{}
+	}
+	m.attempts[reason]++
+}
+func (m *countingMetrics) JobsCreatedLatency(_ *jobset.JobSet, d time.Duration) {
+	m.mu.Lock()
+	m.jobsLatency = append(m.jobsLatency, d)
+	m.mu.Unlock()
+}
+func (m *countingMetrics) Recovered(_ *jobset.JobSet, d time.Duration) {
+	m.mu.Lock()
+	m.recovered = append(m.recovered, d)
+	m.mu.Unlock()
+}
+func (m *countingMetrics) Interrupted(_ *jobset.JobSet, d time.Duration) {
+	m.mu.Lock()
+	m.between = append(m.between, d)
+	m.mu.Unlock()
 }
 
 func (m *countingMetrics) Restarted(*jobset.JobSet, string) {
@@ -173,5 +201,90 @@ func TestSyncDoneReported(t *testing.T) {
 	fx.c.processNext(fx.ctx)
 	if m.syncs != 1 || m.syncErrs != 0 {
 		t.Fatalf("syncs = %d, errors = %d", m.syncs, m.syncErrs)
+	}
+}
+
+// failMetadataWrites makes the next n JobSet writes to the main resource
+// (the availability annotations) fail with err.
+func (fx *fixture) failMetadataWrites(n int, err error) {
+	fx.jsc.PrependReactor("patch", "jobsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" || n == 0 {
+			return false, nil, nil
+		}
+		n--
+		return true, nil, err
+	})
+}
+
+func TestInterruptionSamplesObservedOnceStored(t *testing.T) {
+	fx := newFixture(t, newJobSet("js", func(js *jobset.JobSet) {
+		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
+	}))
+	m := withMetrics(fx)
+	allReady := func() {
+		for _, name := range allJobs {
+			fx.setJob(name, readyJob)
+		}
+	}
+	fx.sync("js") // creates the Jobs
+	fx.clock.Step(2 * time.Second)
+	fx.sync("js") // sees them all
+	if len(m.jobsLatency) != 1 {
+		t.Fatalf("job creation latency samples = %v, want one", m.jobsLatency)
+	}
+	allReady()
+	fx.sync("js")
+	if a := fx.jobSet("js").Annotations; a[jobsetapi.AvailableSinceAnnotation] == "" {
+		t.Fatalf("not available: %v", a)
+	}
+
+	fx.clock.Step(time.Minute)
+	fx.setJob("js-workers-1", failJob("BackoffLimitExceeded", "x", fx.clock.Now()))
+	fx.sync("js") // restart decided, interruption starts
+	got := fx.jobSet("js")
+	if got.Status.Restarts != 1 || got.Annotations[jobsetapi.InterruptedSinceAnnotation] == "" || got.Annotations[jobsetapi.InterruptionsAnnotation] != "1" {
+		t.Fatalf("restarts %d, annotations %v", got.Status.Restarts, got.Annotations)
+	}
+	if m.attempts[RestartReasonFailure] != 1 {
+		t.Fatalf("execution attempts = %v", m.attempts)
+	}
+	fx.sync("js") // deletes the old attempt
+	fx.sync("js") // creates the new one
+	allReady()
+	fx.clock.Step(30 * time.Second)
+
+	// The write recording the recovery conflicts: no sample yet.
+	fx.failMetadataWrites(1, conflict)
+	if err := fx.syncErr("js"); !errors.Is(err, errConflict) {
+		t.Fatalf("sync error = %v, want the conflict", err)
+	}
+	if len(m.recovered) != 0 {
+		t.Fatalf("a conflicting write observed %v", m.recovered)
+	}
+	for i := 0; i < 3; i++ {
+		fx.sync("js")
+	}
+	if !reflect.DeepEqual(m.recovered, []time.Duration{30 * time.Second}) {
+		t.Fatalf("time to recover = %v, want one 30s sample", m.recovered)
+	}
+	if got := UptimeSeconds(fx.jobSet("js").Annotations, fx.clock.Now().Add(10*time.Second)); got != 70 {
+		t.Fatalf("uptime = %v, want 70", got)
+	}
+
+	// A controller restart (a fresh controller on the same objects)
+	// observes nothing again.
+	m2 := &countingMetrics{}
+	fx2 := newFixture(t, fx.jobSet("js"))
+	fx2.kube = fx.kube
+	fx2.c.kube = fx.kube
+	fx2.f = NewFactories(fx.kube, fx2.jsc, 0)
+	c, err := New(fx.kube, fx2.jsc, fx2.f, Options{Recorder: fx2.rec, Clock: fx.clock, Parallelism: 4, Metrics: m2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx2.c = c
+	fx2.sync("js")
+	if len(m2.recovered)+len(m2.jobsLatency)+len(m2.between) != 0 {
+		t.Fatalf("restarted controller observed again: %+v", m2)
 	}
 }

@@ -54,8 +54,14 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, now)
 	}
 
-	if err := c.writeStatus(ctx, key, cached, s); err != nil {
+	stored, err := c.writeStatus(ctx, key, cached, s)
+	if err != nil {
 		return 0, err
+	}
+	if stored != nil {
+		if err := c.trackAvailability(ctx, stored, jobs, now.Time); err != nil {
+			return 0, err
+		}
 	}
 	if stepErr != nil {
 		return 0, stepErr
@@ -116,7 +122,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	}
 	if !suspended && conditionTrue(js.Status.Conditions, string(jobset.JobSetSuspended)) {
 		if hasRun(js, jobs) {
-			js.Status.ExecutionAttempts++
+			s.newExecutionAttempt(RestartReasonResume)
 		}
 		s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionFalse, reasonResumed, messageResumed, "Normal", now)
 	}
@@ -154,33 +160,34 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 }
 
 // writeStatus persists the new status with one write when it changed, and
-// emits the sync's events once it is stored.
-func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) error {
+// emits the sync's events once it is stored. It returns the JobSet as
+// stored (cached when nothing was written), nil when it is gone.
+func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) (*jobset.JobSet, error) {
 	if apiequality.Semantic.DeepEqual(cached.Status, s.js.Status) {
 		c.emit(s.js, s.events)
-		return nil
+		return cached, nil
 	}
 	patch, err := statusPatch(cached, s.js)
 	if err != nil {
-		return wrapf(err, "computing the status patch")
+		return nil, wrapf(err, "computing the status patch")
 	}
-	_, err = c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
+	stored, err := c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
 	if apierrors.IsConflict(err) {
-		return errConflict
+		return nil, errConflict
 	}
 	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile (e.g. by its TTL)
+		return nil, nil // deleted meanwhile (e.g. by its TTL)
 	}
 	if err != nil {
-		return wrapf(err, "updating status")
+		return nil, wrapf(err, "updating status")
 	}
 	c.exp.wroteStatus(key, s.js.UID, &s.js.Status)
 	c.emit(s.js, s.events)
 	for _, fn := range s.recorded {
 		fn(c.metrics)
 	}
-	return nil
+	return stored, nil
 }
 
 // excessJobs returns current Jobs no longer described by the spec: indices

@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
@@ -36,7 +37,12 @@ func TestCreatesJobsAndService(t *testing.T) {
 	if len(js.Status.ReplicatedJobsStatus) != 2 || js.Status.ReplicatedJobsStatus[0].Name != "leader" {
 		t.Fatalf("status = %+v", js.Status)
 	}
-	// A second sync with nothing new writes nothing.
+	// The second sync sees every Job exist and records it once.
+	fx.sync("js")
+	if _, ok := fx.jobSet("js").Annotations[jobsetapi.JobsCreatedAtAnnotation]; !ok {
+		t.Fatalf("annotations = %v, want %s", fx.jobSet("js").Annotations, jobsetapi.JobsCreatedAtAnnotation)
+	}
+	// A further sync with nothing new writes nothing.
 	fx.kube.ClearActions()
 	fx.jsc.ClearActions()
 	fx.sync("js")
