@@ -64,8 +64,9 @@ func (c *Controller) trackAvailability(ctx context.Context, stored *jobset.JobSe
 // carrying its new status and the Jobs this sync saw.
 func observeAvailability(js *jobset.JobSet, jobs *childJobs) availabilityObservation {
 	obs := availabilityObservation{
-		Phase:     phaseRunning,
-		StartedAt: firstStart(js),
+		Phase:      phaseRunning,
+		StartedAt:  firstStart(js),
+		Generation: js.Generation,
 	}
 	switch {
 	case conditionTrue(js.Status.Conditions, string(jobset.JobSetCompleted)):

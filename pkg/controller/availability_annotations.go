@@ -13,6 +13,7 @@ const availabilityTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // availabilityKeys are every annotation the state is stored in.
 var availabilityKeys = []string{
 	jobsetapi.AvailableSinceAnnotation,
+	jobsetapi.AvailableGenerationAnnotation,
 	jobsetapi.UptimeSecondsAnnotation,
 	jobsetapi.InterruptedSinceAnnotation,
 	jobsetapi.InterruptedSecondsAnnotation,
@@ -26,6 +27,11 @@ var availabilityKeys = []string{
 func availabilityFromAnnotations(a map[string]string) availabilityState {
 	var s availabilityState
 	s.AvailableSince = parseAvailabilityTime(a[jobsetapi.AvailableSinceAnnotation])
+	if s.AvailableSince != nil {
+		if g, err := strconv.ParseInt(a[jobsetapi.AvailableGenerationAnnotation], 10, 64); err == nil {
+			s.AvailableGeneration = g
+		}
+	}
 	if d := parseSeconds(a[jobsetapi.UptimeSecondsAnnotation]); d != nil {
 		s.Uptime = *d
 	}
@@ -46,6 +52,7 @@ func (s *availabilityState) annotations() map[string]string {
 	out := map[string]string{}
 	if s.AvailableSince != nil {
 		out[jobsetapi.AvailableSinceAnnotation] = formatAvailabilityTime(*s.AvailableSince)
+		out[jobsetapi.AvailableGenerationAnnotation] = strconv.FormatInt(s.AvailableGeneration, 10)
 	}
 	if s.Uptime > 0 || s.AvailableSince != nil || s.UptimeAtLastRecovery != nil {
 		out[jobsetapi.UptimeSecondsAnnotation] = formatSeconds(s.Uptime)

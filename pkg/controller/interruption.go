@@ -10,16 +10,19 @@ import "time"
 //   - available: running, and every Job of the current attempt ready or
 //     succeeded; a completed JobSet ends available.
 //   - interruption: starts when an available JobSet stops being available
-//     while a failure or restart is under way (disrupted); it ends when
+//     for any reason but a change of its own spec: a failure, a restart, a
+//     pod lost or no longer ready. A failure signal (disrupted) makes it
+//     one even when the spec changed too. It ends when
 //     the JobSet is available (or completes) again. Failure restarts
 //     during an interruption extend it. A JobSet that fails ends its
 //     interruption without a recovery sample.
 //   - suspension pauses every clock: an available period ends (resuming
 //     starts from scratch, like a new JobSet, and is not an interruption),
 //     an interruption's downtime clock stops and restarts at the resume.
-//   - leaving availability without a disruption (for example an elastic
-//     scale-up whose new Jobs are not ready yet) ends the available
-//     period without starting an interruption.
+//   - leaving availability because the spec changed (metadata.generation
+//     moved, e.g. an elastic scale-up whose new Jobs are not ready yet)
+//     without a failure signal ends the available period without starting
+//     an interruption.
 
 // availabilityPhase is the lifecycle phase a sync observed.
 type availabilityPhase int
@@ -35,6 +38,8 @@ const (
 type availabilityState struct {
 	// AvailableSince is set while available.
 	AvailableSince *time.Time
+	// AvailableGeneration is the generation last seen available.
+	AvailableGeneration int64
 	// Uptime is the available time before AvailableSince.
 	Uptime time.Duration
 	// Downtime is set during an interruption: the downtime accumulated
@@ -60,6 +65,8 @@ type availabilityObservation struct {
 	// Disrupted: a failure or a restart is under way (a restart in
 	// progress, a failed Job, or a Job whose pods failed and is not ready).
 	Disrupted bool
+	// Generation is the JobSet's metadata.generation.
+	Generation int64
 	// FirstAttemptJobsExist: this is the first execution attempt and every
 	// one of its Jobs exists.
 	FirstAttemptJobsExist bool
@@ -119,7 +126,7 @@ func nextAvailability(prev availabilityState, obs availabilityObservation, now t
 	endAvailable := func() {
 		if s.AvailableSince != nil {
 			s.Uptime += since(*s.AvailableSince, now)
-			s.AvailableSince = nil
+			s.AvailableSince, s.AvailableGeneration = nil, 0
 		}
 	}
 	pauseInterruption := func() {
@@ -159,10 +166,14 @@ func nextAvailability(prev availabilityState, obs availabilityObservation, now t
 			if s.interrupted() {
 				recoverInterruption()
 			}
-			s.AvailableSince = timePtr(now)
+			s.AvailableSince, s.AvailableGeneration = timePtr(now), obs.Generation
+		case obs.Available && s.AvailableGeneration != obs.Generation:
+			// Still available after a spec change.
+			s.AvailableGeneration = obs.Generation
 		case !obs.Available && s.AvailableSince != nil:
+			specChanged := obs.Generation != s.AvailableGeneration
 			endAvailable()
-			if obs.Disrupted {
+			if obs.Disrupted || !specChanged {
 				s.Interruptions++
 				s.Downtime, s.InterruptedSince = durationPtr(0), timePtr(now)
 				if s.UptimeAtLastRecovery != nil {

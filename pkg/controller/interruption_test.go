@@ -51,7 +51,7 @@ var (
 	obsStarting    = availabilityObservation{Phase: phaseRunning}
 	obsAvailable   = availabilityObservation{Phase: phaseRunning, Available: true}
 	obsDisrupted   = availabilityObservation{Phase: phaseRunning, Disrupted: true}
-	obsNotReady    = availabilityObservation{Phase: phaseRunning} // e.g. an elastic scale-up
+	obsScaledUp    = availabilityObservation{Phase: phaseRunning, Generation: 2} // new Jobs not ready yet
 	obsSuspended   = availabilityObservation{Phase: phaseSuspended}
 	obsCompleted   = availabilityObservation{Phase: phaseCompleted, Available: true}
 	obsFailed      = availabilityObservation{Phase: phaseFailed, Disrupted: true}
@@ -134,15 +134,41 @@ func TestAvailabilitySuspendExcludedFromDowntime(t *testing.T) {
 }
 
 func TestAvailabilityOtherTransitions(t *testing.T) {
-	t.Run("not ready without a disruption", func(t *testing.T) {
+	t.Run("not ready after a spec change", func(t *testing.T) {
 		r := &availabilityRun{t: t}
 		r.at(0, obsAvailable)
-		r.at(10*time.Second, obsNotReady)
-		r.at(20*time.Second, obsAvailable)
+		r.at(10*time.Second, obsScaledUp)
+		r.at(20*time.Second, availabilityObservation{Phase: phaseRunning, Available: true, Generation: 2})
 		if len(r.recover) != 0 || r.state.Interruptions != 0 {
 			t.Fatalf("recover %v, interruptions %d", r.recover, r.state.Interruptions)
 		}
 		r.wantUptime(30*time.Second, 20*time.Second)
+		// Still available after another spec change: the generation is
+		// followed, so a later loss of readiness is an interruption.
+		r.at(30*time.Second, availabilityObservation{Phase: phaseRunning, Available: true, Generation: 3})
+		r.at(40*time.Second, availabilityObservation{Phase: phaseRunning, Generation: 3})
+		r.at(45*time.Second, availabilityObservation{Phase: phaseRunning, Available: true, Generation: 3})
+		if !reflect.DeepEqual(r.recover, durations(5*time.Second)) {
+			t.Fatalf("time to recover = %v, want 5s", r.recover)
+		}
+	})
+	t.Run("readiness lost without a failure signal", func(t *testing.T) {
+		// A node gone silent: pods no longer ready, nothing failed yet.
+		r := &availabilityRun{t: t}
+		r.at(0, obsAvailable)
+		r.at(10*time.Second, obsStarting)
+		r.at(25*time.Second, obsAvailable)
+		if !reflect.DeepEqual(r.recover, durations(15*time.Second)) {
+			t.Fatalf("time to recover = %v, want 15s", r.recover)
+		}
+	})
+	t.Run("a failure during a scale-up", func(t *testing.T) {
+		r := &availabilityRun{t: t}
+		r.at(0, obsAvailable)
+		r.at(10*time.Second, availabilityObservation{Phase: phaseRunning, Generation: 2, Disrupted: true})
+		if r.state.Interruptions != 1 {
+			t.Fatalf("interruptions = %d, want 1", r.state.Interruptions)
+		}
 	})
 	t.Run("completed", func(t *testing.T) {
 		r := &availabilityRun{t: t}
@@ -199,6 +225,7 @@ func TestAvailabilityAnnotations(t *testing.T) {
 	a := s.annotations()
 	want := map[string]string{
 		"jobset.sigs.k8s.io/available-since":                 "2026-01-02T03:04:06.500Z",
+		"jobset.sigs.k8s.io/available-generation":            "0",
 		"jobset.sigs.k8s.io/uptime-seconds":                  "90.000",
 		"jobset.sigs.k8s.io/interruptions":                   "2",
 		"jobset.sigs.k8s.io/uptime-at-last-recovery-seconds": "80.000",

@@ -57,6 +57,10 @@ const (
 	// AvailableSinceAnnotation is when the current available period began;
 	// absent while the JobSet is not available.
 	AvailableSinceAnnotation = "jobset.sigs.k8s.io/available-since"
+	// AvailableGenerationAnnotation is the metadata.generation at which the
+	// current available period was last seen; losing availability after a
+	// spec change (an elastic scale-up) is not an interruption.
+	AvailableGenerationAnnotation = "jobset.sigs.k8s.io/available-generation"
 	// UptimeSecondsAnnotation is the available time accumulated before the
 	// current available period.
 	UptimeSecondsAnnotation = "jobset.sigs.k8s.io/uptime-seconds"
