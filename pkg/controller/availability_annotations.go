@@ -99,6 +99,14 @@ func UptimeSeconds(annotations map[string]string, now time.Time) float64 {
 	return s.uptimeAt(now).Seconds()
 }
 
+// InterruptionSeconds is the downtime so far of a JobSet's current
+// interruption at now (0 when it is not interrupted), read from its
+// annotations.
+func InterruptionSeconds(annotations map[string]string, now time.Time) float64 {
+	s := availabilityFromAnnotations(annotations)
+	return s.downtimeAt(now).Seconds()
+}
+
 func formatAvailabilityTime(t time.Time) string {
 	return t.UTC().Format(availabilityTimeLayout)
 }

@@ -98,6 +98,17 @@ func (s *availabilityState) uptimeAt(now time.Time) time.Duration {
 	return s.Uptime + since(*s.AvailableSince, now)
 }
 
+// downtimeAt is the current interruption's downtime at now.
+func (s *availabilityState) downtimeAt(now time.Time) time.Duration {
+	if s.Downtime == nil {
+		return 0
+	}
+	if s.InterruptedSince == nil {
+		return *s.Downtime
+	}
+	return *s.Downtime + since(*s.InterruptedSince, now)
+}
+
 // since is now-t, never negative (clocks of different controller
 // instances may disagree slightly).
 func since(t, now time.Time) time.Duration {

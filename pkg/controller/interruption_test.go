@@ -240,6 +240,17 @@ func TestAvailabilityAnnotations(t *testing.T) {
 	if got := UptimeSeconds(a, t0.Add(11500*time.Millisecond)); got != 100 {
 		t.Fatalf("UptimeSeconds = %v, want 100", got)
 	}
+	if got := InterruptionSeconds(a, t0); got != 0 {
+		t.Fatalf("InterruptionSeconds while available = %v", got)
+	}
+	interrupted := availabilityState{Downtime: durationPtr(5 * time.Second), InterruptedSince: timePtr(t0)}
+	if got := InterruptionSeconds(interrupted.annotations(), t0.Add(10*time.Second)); got != 15 {
+		t.Fatalf("InterruptionSeconds = %v, want 15", got)
+	}
+	paused := availabilityState{Downtime: durationPtr(5 * time.Second)}
+	if got := InterruptionSeconds(paused.annotations(), t0.Add(10*time.Second)); got != 5 {
+		t.Fatalf("InterruptionSeconds while suspended = %v, want 5", got)
+	}
 
 	// Values edited into nonsense count as absent.
 	bad := availabilityFromAnnotations(map[string]string{

@@ -38,6 +38,9 @@ var (
 	descUptime = prometheus.NewDesc("jobset_uptime_seconds",
 		"Total time the JobSet has been available (every Job of its current attempt ready or succeeded), suspended time excluded; frozen once it finished.",
 		[]string{"namespace", "jobset"}, nil)
+	descInterruption = prometheus.NewDesc("jobset_interruption_seconds",
+		"Downtime so far of the JobSet's current interruption (suspended time excluded); 0 when it is not interrupted.",
+		[]string{"namespace", "jobset"}, nil)
 	descTruncated = prometheus.NewDesc("kube_jobset_metrics_jobsets_skipped",
 		"JobSets left out of the kube_jobset_* series by --metrics-max-jobsets in this scrape.", nil, nil)
 )
@@ -72,7 +75,7 @@ func (c *JobSetCollector) SetLister(l jslisters.JobSetLister) {
 
 // Describe implements prometheus.Collector.
 func (c *JobSetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSpecified, descReady, descSucceeded, descFailed, descActive, descSuspended, descCondition, descUptime, descTruncated} {
+	for _, d := range []*prometheus.Desc{descSpecified, descReady, descSucceeded, descFailed, descActive, descSuspended, descCondition, descUptime, descInterruption, descTruncated} {
 		ch <- d
 	}
 }
@@ -109,6 +112,8 @@ func (c *JobSetCollector) Collect(ch chan<- prometheus.Metric) {
 		// available period is added at scrape time.
 		ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue,
 			controller.UptimeSeconds(js.Annotations, now), js.Namespace, js.Name)
+		ch <- prometheus.MustNewConstMetric(descInterruption, prometheus.GaugeValue,
+			controller.InterruptionSeconds(js.Annotations, now), js.Namespace, js.Name)
 	}
 }
 

@@ -88,6 +88,9 @@ kube_jobset_succeeded_replicas{jobset="a",namespace="ns",replicatedjob="workers"
 # TYPE kube_jobset_suspended_replicas gauge
 kube_jobset_suspended_replicas{jobset="a",namespace="ns",replicatedjob="driver"} 0
 kube_jobset_suspended_replicas{jobset="a",namespace="ns",replicatedjob="workers"} 0
+# HELP jobset_interruption_seconds Downtime so far of the JobSet's current interruption (suspended time excluded); 0 when it is not interrupted.
+# TYPE jobset_interruption_seconds gauge
+jobset_interruption_seconds{jobset="a",namespace="ns"} 0
 # HELP jobset_uptime_seconds Total time the JobSet has been available (every Job of its current attempt ready or succeeded), suspended time excluded; frozen once it finished.
 # TYPE jobset_uptime_seconds gauge
 jobset_uptime_seconds{jobset="a",namespace="ns"} 120
@@ -113,7 +116,7 @@ func TestJobSetCollector(t *testing.T) {
 	if err := idx.Delete(testJobSet("ns", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(c, "kube_jobset_ready_replicas", "kube_jobset_status_condition", "jobset_uptime_seconds"); n != 0 {
+	if n := testutil.CollectAndCount(c, "kube_jobset_ready_replicas", "kube_jobset_status_condition", "jobset_uptime_seconds", "jobset_interruption_seconds"); n != 0 {
 		t.Fatalf("after deletion: %d series, want 0", n)
 	}
 }
