@@ -288,3 +288,31 @@ func TestInterruptionSamplesObservedOnceStored(t *testing.T) {
 		t.Fatalf("restarted controller observed again: %+v", m2)
 	}
 }
+
+// A controller that starts after a JobSet finished (a restart, a new
+// leader) does not count the finish again.
+func TestTerminalMetricsNotRecountedByANewController(t *testing.T) {
+	fx := newFixture(t, newJobSet("js"))
+	m := withMetrics(fx)
+	fx.sync("js")
+	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js")
+	fx.sync("js")
+	if m.failed[reasonFailedJobs] != 1 {
+		t.Fatalf("failed = %v, want FailedJobs once", m.failed)
+	}
+
+	var objs []runtime.Object
+	objs = append(objs, fx.jobSet("js"))
+	for _, j := range fx.jobs() {
+		objs = append(objs, j.DeepCopy())
+	}
+	fx2 := newFixture(t, objs...)
+	m2 := withMetrics(fx2)
+	for i := 0; i < 3; i++ {
+		fx2.sync("js")
+	}
+	if len(m2.failed) != 0 || m2.completed != 0 || len(m2.recovered) != 0 {
+		t.Fatalf("the new controller counted again: failed %v, completed %d", m2.failed, m2.completed)
+	}
+}
