@@ -58,13 +58,12 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 	if err != nil {
 		return 0, err
 	}
+	var trackErr error
 	if stored != nil {
-		if err := c.trackAvailability(ctx, stored, jobs, now.Time); err != nil {
-			return 0, err
-		}
+		trackErr = c.trackAvailability(ctx, stored, jobs, now.Time)
 	}
 	if stepErr != nil {
-		return 0, stepErr
+		return 0, errors.Join(stepErr, trackErr)
 	}
 	if !finished(js) && restartDecided(&cached.Status, &js.Status) {
 		// A restart decided in this sync is stored: start deleting the
@@ -72,6 +71,9 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		if err := c.deleteJobs(ctx, key, js, classifyJobs(js, list).previous); err != nil {
 			return 0, err
 		}
+	}
+	if trackErr != nil {
+		return 0, trackErr
 	}
 	if finished(js) && !finished(cached) {
 		// Delete the remaining active Jobs in the next pass.
