@@ -20,7 +20,7 @@ import (
 // observed only once the annotation write succeeded: it carries
 // stored's resourceVersion, so a sync working from a stale copy gets a
 // conflict and cannot record the same transition twice.
-func (c *Controller) trackAvailability(ctx context.Context, stored *jobset.JobSet, jobs *childJobs, now time.Time) error {
+func (c *Controller) trackAvailability(ctx context.Context, key string, stored *jobset.JobSet, jobs *childJobs, now time.Time) error {
 	prev := availabilityFromAnnotations(stored.Annotations)
 	next, samples := nextAvailability(prev, observeAvailability(stored, jobs), now)
 	changes := availabilityPatch(stored.Annotations, next.annotations())
@@ -45,11 +45,9 @@ func (c *Controller) trackAvailability(ctx context.Context, stored *jobset.JobSe
 	case err != nil:
 		return wrapf(err, "writing the availability annotations")
 	}
+	c.exp.wroteAvailability(key, stored.UID, next.annotations())
 	if samples.empty() {
 		return nil
-	}
-	if d := samples.JobCreationLatency; d != nil {
-		c.metrics.JobsCreatedLatency(stored, *d)
 	}
 	if d := samples.TimeToRecover; d != nil {
 		c.metrics.Recovered(stored, *d)
@@ -65,7 +63,6 @@ func (c *Controller) trackAvailability(ctx context.Context, stored *jobset.JobSe
 func observeAvailability(js *jobset.JobSet, jobs *childJobs) availabilityObservation {
 	obs := availabilityObservation{
 		Phase:      phaseRunning,
-		StartedAt:  firstStart(js),
 		Generation: js.Generation,
 	}
 	switch {
@@ -78,7 +75,6 @@ func observeAvailability(js *jobset.JobSet, jobs *childJobs) availabilityObserva
 	}
 	obs.Available = allJobsReady(js) && !conditionTrue(js.Status.Conditions, conditionRestartingJobSet)
 	obs.Disrupted = disrupted(js, jobs)
-	obs.FirstAttemptJobsExist = firstAttempt(js) && allJobsExist(js, jobs)
 	return obs
 }
 
@@ -100,46 +96,4 @@ func disrupted(js *jobset.JobSet, jobs *childJobs) bool {
 		}
 	}
 	return false
-}
-
-// firstAttempt reports whether the JobSet runs its first execution
-// attempt: no restart of the set or of any Job, no resume.
-func firstAttempt(js *jobset.JobSet) bool {
-	if js.Status.Restarts > 0 || js.Status.ExecutionAttempts > 0 {
-		return false
-	}
-	for _, s := range js.Status.ReplicatedJobsStatus {
-		for _, n := range s.JobRestarts {
-			if n > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// allJobsExist reports whether every Job the spec describes exists and is
-// not being deleted.
-func allJobsExist(js *jobset.JobSet, jobs *childJobs) bool {
-	for i := range js.Spec.ReplicatedJobs {
-		rj := &js.Spec.ReplicatedJobs[i]
-		for idx := 0; idx < int(replicasOf(rj)); idx++ {
-			j, ok := jobs.byName[jobName(js.Name, rj.Name, idx)]
-			if !ok || j.DeletionTimestamp != nil {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// firstStart is when the first attempt began: the creation, or the resume
-// of a JobSet created suspended.
-func firstStart(js *jobset.JobSet) time.Time {
-	start := js.CreationTimestamp.Time
-	if c := findCondition(js.Status.Conditions, string(jobset.JobSetSuspended)); c != nil &&
-		c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(start) {
-		start = c.LastTransitionTime.Time
-	}
-	return start
 }

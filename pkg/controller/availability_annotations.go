@@ -19,7 +19,6 @@ var availabilityKeys = []string{
 	jobsetapi.InterruptedSecondsAnnotation,
 	jobsetapi.InterruptionsAnnotation,
 	jobsetapi.UptimeAtLastRecoveryAnnotation,
-	jobsetapi.JobsCreatedAtAnnotation,
 }
 
 // availabilityFromAnnotations reads the state. A value that does not parse
@@ -43,7 +42,6 @@ func availabilityFromAnnotations(a map[string]string) availabilityState {
 		s.Interruptions = n
 	}
 	s.UptimeAtLastRecovery = parseSeconds(a[jobsetapi.UptimeAtLastRecoveryAnnotation])
-	s.JobsCreatedAt = parseAvailabilityTime(a[jobsetapi.JobsCreatedAtAnnotation])
 	return s
 }
 
@@ -68,9 +66,6 @@ func (s *availabilityState) annotations() map[string]string {
 	}
 	if s.UptimeAtLastRecovery != nil {
 		out[jobsetapi.UptimeAtLastRecoveryAnnotation] = formatSeconds(*s.UptimeAtLastRecovery)
-	}
-	if s.JobsCreatedAt != nil {
-		out[jobsetapi.JobsCreatedAtAnnotation] = formatAvailabilityTime(*s.JobsCreatedAt)
 	}
 	return out
 }

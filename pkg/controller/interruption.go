@@ -53,8 +53,6 @@ type availabilityState struct {
 	// UptimeAtLastRecovery is the total uptime when the last interruption
 	// ended.
 	UptimeAtLastRecovery *time.Duration
-	// JobsCreatedAt is when every Job of the first attempt was seen.
-	JobsCreatedAt *time.Time
 }
 
 // availabilityObservation is what one sync saw.
@@ -67,23 +65,16 @@ type availabilityObservation struct {
 	Disrupted bool
 	// Generation is the JobSet's metadata.generation.
 	Generation int64
-	// FirstAttemptJobsExist: this is the first execution attempt and every
-	// one of its Jobs exists.
-	FirstAttemptJobsExist bool
-	// StartedAt is when the first attempt was started: the creation, or
-	// the first resume of a JobSet created suspended.
-	StartedAt time.Time
 }
 
 // availabilitySamples are the histogram observations a transition yields.
 type availabilitySamples struct {
 	TimeToRecover            *time.Duration
 	TimeBetweenInterruptions *time.Duration
-	JobCreationLatency       *time.Duration
 }
 
 func (s availabilitySamples) empty() bool {
-	return s.TimeToRecover == nil && s.TimeBetweenInterruptions == nil && s.JobCreationLatency == nil
+	return s.TimeToRecover == nil && s.TimeBetweenInterruptions == nil
 }
 
 // interrupted reports whether an interruption is under way (running or
@@ -128,11 +119,6 @@ func timePtr(t time.Time) *time.Time             { return &t }
 func nextAvailability(prev availabilityState, obs availabilityObservation, now time.Time) (availabilityState, availabilitySamples) {
 	s := prev
 	var out availabilitySamples
-
-	if s.JobsCreatedAt == nil && obs.FirstAttemptJobsExist {
-		s.JobsCreatedAt = timePtr(now)
-		out.JobCreationLatency = durationPtr(since(obs.StartedAt, now))
-	}
 
 	endAvailable := func() {
 		if s.AvailableSince != nil {

@@ -13,7 +13,6 @@ type availabilityRun struct {
 	state   availabilityState
 	recover []time.Duration
 	between []time.Duration
-	latency []time.Duration
 }
 
 func (r *availabilityRun) at(offset time.Duration, obs availabilityObservation) {
@@ -35,9 +34,6 @@ func (r *availabilityRun) at(offset time.Duration, obs availabilityObservation) 
 	if d := samples.TimeBetweenInterruptions; d != nil {
 		r.between = append(r.between, *d)
 	}
-	if d := samples.JobCreationLatency; d != nil {
-		r.latency = append(r.latency, *d)
-	}
 }
 
 func (r *availabilityRun) wantUptime(offset, want time.Duration) {
@@ -48,14 +44,13 @@ func (r *availabilityRun) wantUptime(offset, want time.Duration) {
 }
 
 var (
-	obsStarting    = availabilityObservation{Phase: phaseRunning}
-	obsAvailable   = availabilityObservation{Phase: phaseRunning, Available: true}
-	obsDisrupted   = availabilityObservation{Phase: phaseRunning, Disrupted: true}
-	obsScaledUp    = availabilityObservation{Phase: phaseRunning, Generation: 2} // new Jobs not ready yet
-	obsSuspended   = availabilityObservation{Phase: phaseSuspended}
-	obsCompleted   = availabilityObservation{Phase: phaseCompleted, Available: true}
-	obsFailed      = availabilityObservation{Phase: phaseFailed, Disrupted: true}
-	obsJobsCreated = availabilityObservation{Phase: phaseRunning, FirstAttemptJobsExist: true, StartedAt: t0}
+	obsStarting  = availabilityObservation{Phase: phaseRunning}
+	obsAvailable = availabilityObservation{Phase: phaseRunning, Available: true}
+	obsDisrupted = availabilityObservation{Phase: phaseRunning, Disrupted: true}
+	obsScaledUp  = availabilityObservation{Phase: phaseRunning, Generation: 2} // new Jobs not ready yet
+	obsSuspended = availabilityObservation{Phase: phaseSuspended}
+	obsCompleted = availabilityObservation{Phase: phaseCompleted, Available: true}
+	obsFailed    = availabilityObservation{Phase: phaseFailed, Disrupted: true}
 )
 
 func durations(ds ...time.Duration) []time.Duration { return ds }
@@ -63,8 +58,6 @@ func durations(ds ...time.Duration) []time.Duration { return ds }
 func TestAvailabilityRecoveredInterruptions(t *testing.T) {
 	r := &availabilityRun{t: t}
 	r.at(0, obsStarting)
-	r.at(2*time.Second, obsJobsCreated)
-	r.at(3*time.Second, obsJobsCreated) // seen again: no second sample
 	r.at(10*time.Second, obsAvailable)
 	r.wantUptime(70*time.Second, time.Minute)
 	r.at(70*time.Second, obsAvailable) // no change
@@ -74,9 +67,6 @@ func TestAvailabilityRecoveredInterruptions(t *testing.T) {
 	r.at(230*time.Second, obsDisrupted)           // 100s after the recovery
 	r.at(240*time.Second, obsAvailable)           // recovered after 10s
 
-	if !reflect.DeepEqual(r.latency, durations(2*time.Second)) {
-		t.Errorf("job creation latency = %v", r.latency)
-	}
 	if !reflect.DeepEqual(r.recover, durations(30*time.Second, 10*time.Second)) {
 		t.Errorf("time to recover = %v", r.recover)
 	}
@@ -220,7 +210,6 @@ func TestAvailabilityAnnotations(t *testing.T) {
 		Uptime:               90 * time.Second,
 		Interruptions:        2,
 		UptimeAtLastRecovery: durationPtr(80 * time.Second),
-		JobsCreatedAt:        timePtr(t0),
 	}
 	a := s.annotations()
 	want := map[string]string{
@@ -229,7 +218,6 @@ func TestAvailabilityAnnotations(t *testing.T) {
 		"jobset.sigs.k8s.io/uptime-seconds":                  "90.000",
 		"jobset.sigs.k8s.io/interruptions":                   "2",
 		"jobset.sigs.k8s.io/uptime-at-last-recovery-seconds": "80.000",
-		"jobset.sigs.k8s.io/jobs-created-at":                 "2026-01-02T03:04:05.000Z",
 	}
 	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("annotations = %v", a)

@@ -32,7 +32,8 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		list = append(list, j)
 	}
 	jobs := classifyJobs(cached, list)
-	if jobs.staleJobSet || !c.exp.statusCurrent(key, cached.UID, &cached.Status) {
+	if jobs.staleJobSet || !c.exp.statusCurrent(key, cached.UID, &cached.Status) ||
+		!c.exp.availabilityCurrent(key, cached.UID, cached.Annotations) {
 		logger.V(2).Info("JobSet cache older than its Jobs; retrying")
 		return staleRetry, nil
 	}
@@ -60,7 +61,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 	}
 	var trackErr error
 	if stored != nil {
-		trackErr = c.trackAvailability(ctx, stored, jobs, now.Time)
+		trackErr = c.trackAvailability(ctx, key, stored, jobs, now.Time)
 	}
 	if stepErr != nil {
 		return 0, errors.Join(stepErr, trackErr)
@@ -242,6 +243,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	var mu sync.Mutex
 	var errs []error
 	created := 0
+	createdNames := map[string]bool{}
 	c.parallel(len(want), func(i int) {
 		job := want[i]
 		got, err := c.kube.BatchV1().Jobs(js.Namespace).Create(ctx, job, metav1.CreateOptions{})
@@ -250,6 +252,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		switch {
 		case err == nil:
 			created++
+			createdNames[job.Name] = true
 			c.exp.expectCreate(key, job.Name, got.UID)
 		case namespaceTerminating(err):
 			// Nothing can be created any more; the JobSet goes too.
@@ -268,6 +271,9 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	if err := errors.Join(errs...); err != nil {
 		c.warn(js, reasonJobCreationFailed, err)
 		return err
+	}
+	if created > 0 {
+		c.observeJobCreation(key, js, jobs, createdNames)
 	}
 	return nil
 }

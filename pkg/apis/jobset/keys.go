@@ -76,7 +76,4 @@ const (
 	// UptimeAtLastRecoveryAnnotation is the total uptime when the last
 	// interruption ended; absent until one did.
 	UptimeAtLastRecoveryAnnotation = "jobset.sigs.k8s.io/uptime-at-last-recovery-seconds"
-	// JobsCreatedAtAnnotation is when the controller first saw every child
-	// Job of the first execution attempt exist.
-	JobsCreatedAtAnnotation = "jobset.sigs.k8s.io/jobs-created-at"
 )
