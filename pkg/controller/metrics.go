@@ -12,9 +12,10 @@ import (
 // Restarted, ExecutionAttemptStarted, JobRestarted, Completed and Failed
 // are called only after the status write carrying the decision succeeded
 // (like events), so a write that conflicts and is retried counts once. The
-// availability samples (JobsCreatedLatency, Recovered, Interrupted) are
-// observed only after the annotation write that records their transition
-// succeeded.
+// availability samples (Recovered, Interrupted) are observed only after the
+// annotation write that records their transition succeeded;
+// JobsCreatedLatency once per JobSet by the sync that created its last
+// missing Job (jobcreation.go).
 type Metrics interface {
 	// Restarted: a whole-JobSet restart was decided, for reason
 	// RestartReasonFailure or RestartReasonUpdate.
@@ -47,7 +48,9 @@ const (
 	RestartReasonFailure = "failure"
 	RestartReasonResume  = "resume"
 	// RestartReasonUpdate is for restarts after a template update; nothing
-	// reports it yet.
+	// reports it yet. Such a restart calls
+	// syncState.newExecutionAttempt(RestartReasonUpdate) and records
+	// Restarted(js, RestartReasonUpdate), like the failure restart does.
 	RestartReasonUpdate = "update"
 )
 
