@@ -20,12 +20,13 @@
 #   LOCAL_DIR [_output/local]   state directory; one per stack
 #   PORT_BASE [26400]           ports: etcd +0 (peer +1), kwok +10, kube-apiserver +43,
 #                               metrics-server +44, jobset-apiserver +45,
-#                               jobset-controller health +47 and metrics +48 (plain HTTP),
+#                               jobset-controller health +47, metrics +48 (plain HTTP)
+#                               and +49 (HTTPS, delegated authentication and authorization),
 #                               kube-controller-manager +57, kube-scheduler +59
 #                               (each can be set directly: ETCD_PORT, ETCD_PEER_PORT,
 #                               KWOK_PORT, APISERVER_PORT, METRICS_SERVER_PORT,
 #                               JOBSET_APISERVER_PORT, JOBSET_CONTROLLER_HEALTH_PORT,
-#                               JOBSET_CONTROLLER_METRICS_PORT,
+#                               JOBSET_CONTROLLER_METRICS_PORT, JOBSET_CONTROLLER_SECURE_METRICS_PORT,
 #                               KCM_PORT, SCHEDULER_PORT)
 #   NODES [4]                   number of fake nodes kwok-node-0..N-1
 #   NODES_PER_RACK [2]          nodes sharing a rack label (topology.jobset.x-k8s.io/rack)
@@ -72,6 +73,7 @@ METRICS_SERVER_PORT="${METRICS_SERVER_PORT:-$((PORT_BASE + 44))}"
 JOBSET_APISERVER_PORT="${JOBSET_APISERVER_PORT:-$((PORT_BASE + 45))}"
 JOBSET_CONTROLLER_HEALTH_PORT="${JOBSET_CONTROLLER_HEALTH_PORT:-$((PORT_BASE + 47))}"
 JOBSET_CONTROLLER_METRICS_PORT="${JOBSET_CONTROLLER_METRICS_PORT:-$((PORT_BASE + 48))}"
+JOBSET_CONTROLLER_SECURE_METRICS_PORT="${JOBSET_CONTROLLER_SECURE_METRICS_PORT:-$((PORT_BASE + 49))}"
 KCM_PORT="${KCM_PORT:-$((PORT_BASE + 57))}"
 SCHEDULER_PORT="${SCHEDULER_PORT:-$((PORT_BASE + 59))}"
 
@@ -164,6 +166,7 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
   port_free "${JOBSET_APISERVER_PORT}" jobset-apiserver
   port_free "${JOBSET_CONTROLLER_HEALTH_PORT}" "jobset-controller health"
   port_free "${JOBSET_CONTROLLER_METRICS_PORT}" "jobset-controller metrics"
+  port_free "${JOBSET_CONTROLLER_SECURE_METRICS_PORT}" "jobset-controller secure metrics"
 fi
 
 mkdir -p "${PKI_DIR}" "${LOG_DIR}" "${PID_DIR}" "${KUBECONFIG_DIR}" "${DATA_DIR}"
@@ -231,6 +234,7 @@ lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver" -cn system:jobset-apiserver -
 lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver-serving" -cn jobset-apiserver -server \
   -san "localhost,127.0.0.1,jobset-apiserver,jobset-apiserver.jobset-system,jobset-apiserver.jobset-system.svc,jobset-apiserver.jobset-system.svc.cluster.local"
 lt cert -ca "${P}/ca" -out "${P}/jobset-controller" -cn system:jobset-controller -client
+lt cert -ca "${P}/ca" -out "${P}/jobset-controller-metrics-serving" -cn jobset-controller-metrics -server -san "localhost,127.0.0.1"
 
 # write_kubeconfig <file> <client cert/key path without extension> <user name>
 write_kubeconfig() {
@@ -553,6 +557,13 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
     if "${BIN_DIR}/jobset-controller" --help 2>&1 | grep -q -- '--metrics-bind-address'; then
       controller_args+=(--metrics-bind-address="127.0.0.1:${JOBSET_CONTROLLER_METRICS_PORT}")
     fi
+    if "${BIN_DIR}/jobset-controller" --help 2>&1 | grep -q -- '--secure-metrics-bind-address'; then
+      controller_args+=(
+        --secure-metrics-bind-address="127.0.0.1:${JOBSET_CONTROLLER_SECURE_METRICS_PORT}"
+        --tls-cert-file="${P}/jobset-controller-metrics-serving.crt"
+        --tls-private-key-file="${P}/jobset-controller-metrics-serving.key"
+      )
+    fi
     # shellcheck disable=SC2086
     start jobset-controller "${BIN_DIR}/jobset-controller" "${controller_args[@]}" ${JOBSET_CONTROLLER_ARGS:-}
     if [[ ${health} == 1 ]]; then
@@ -589,6 +600,7 @@ METRICS_SERVER_PORT=${METRICS_SERVER_PORT}
 JOBSET_APISERVER_PORT=${JOBSET_APISERVER_PORT}
 JOBSET_CONTROLLER_HEALTH_PORT=${JOBSET_CONTROLLER_HEALTH_PORT}
 JOBSET_CONTROLLER_METRICS_PORT=${JOBSET_CONTROLLER_METRICS_PORT}
+JOBSET_CONTROLLER_SECURE_METRICS_PORT=${JOBSET_CONTROLLER_SECURE_METRICS_PORT}
 WITH_JOBSET=${WITH_JOBSET}
 EOF
 

@@ -50,10 +50,16 @@ func (m *controllerMetrics) installWorkqueueProvider() {
 	workqueue.SetProvider(m.workqueue)
 }
 
+// metricsHandler serves the registry in the Prometheus text format.
+func (m *controllerMetrics) metricsHandler() http.Handler {
+	return promhttp.InstrumentMetricHandler(m.registry,
+		promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
+}
+
+// handler is the plain-HTTP endpoint: /metrics only.
 func (m *controllerMetrics) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(m.registry,
-		promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
+	mux.Handle("/metrics", m.metricsHandler())
 	return mux
 }
 

@@ -42,6 +42,7 @@ type options struct {
 
 	metricsAddr       string
 	metricsMaxJobSets int
+	secureMetrics     *secureMetricsOptions
 
 	leaderElect    bool
 	leNamespace    string
@@ -61,6 +62,7 @@ func defaultOptions() *options {
 		resync:         12 * time.Hour,
 		healthAddr:     "127.0.0.1:8081",
 		metricsAddr:    "127.0.0.1:8080",
+		secureMetrics:  newSecureMetricsOptions(),
 		parallelism:    50,
 		leaderElect:    true,
 		leNamespace:    "kube-system",
@@ -82,6 +84,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Address serving /healthz and /readyz; empty disables it.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
 	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
+	o.secureMetrics.addFlags(fs)
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
@@ -104,6 +107,7 @@ func (o *options) validate() error {
 	if o.metricsMaxJobSets < 0 {
 		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
 	}
+	errs = append(errs, o.secureMetrics.validate()...)
 	if o.parallelism < 1 {
 		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
 	}
@@ -203,6 +207,11 @@ func run(o *options) error {
 			return err
 		}
 		klog.InfoS("Serving metrics", "address", addr.String())
+	}
+	if o.secureMetrics.bindAddress != "" {
+		if err := serveSecureMetrics(ctx, o.secureMetrics, o.kubeconfig, m.metricsHandler()); err != nil {
+			return err
+		}
 	}
 
 	var leading atomic.Bool

@@ -28,6 +28,12 @@ type expectations struct {
 	// floors holds, per JobSet, the attempt counters of the last status
 	// this controller wrote; a cached JobSet below them is stale.
 	floors map[string]statusFloor
+	// availability holds, per JobSet, the availability annotations this
+	// controller last wrote (expectations_availability.go).
+	availability map[string]annotationFloor
+	// jobCreations holds the JobSets whose Job creation latency this
+	// process observed.
+	jobCreations map[string]types.UID
 }
 
 // statusFloor are counters that only grow.
@@ -81,7 +87,8 @@ type pending struct {
 }
 
 func newExpectations(c clock.PassiveClock) *expectations {
-	return &expectations{clock: c, byKey: map[string]*pending{}, floors: map[string]statusFloor{}}
+	return &expectations{clock: c, byKey: map[string]*pending{}, floors: map[string]statusFloor{},
+		availability: map[string]annotationFloor{}, jobCreations: map[string]types.UID{}}
 }
 
 func (e *expectations) entry(key string) *pending {
@@ -148,6 +155,8 @@ func (e *expectations) forget(key string) {
 	defer e.mu.Unlock()
 	delete(e.byKey, key)
 	delete(e.floors, key)
+	delete(e.availability, key)
+	delete(e.jobCreations, key)
 }
 
 // satisfied drops the expectations the cache now reflects and reports

@@ -147,10 +147,10 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		if counts {
 			js.Status.RestartsCountTowardsMax++
 		}
-		js.Status.ExecutionAttempts++
+		s.newExecutionAttempt(RestartReasonFailure)
 		s.eventf(corev1.EventTypeWarning, reason, "%s", msg)
 		s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, restartingReason, msg, corev1.EventTypeWarning, now)
-		s.record(func(m Metrics) { m.Restarted(js, string(action)) })
+		s.record(func(m Metrics) { m.Restarted(js, RestartReasonFailure) })
 
 	case jobset.RestartJob, jobset.RestartJobAndIgnoreMaxRestarts:
 		counts := action == jobset.RestartJob
@@ -161,8 +161,8 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 			// Not a Job this controller can restart on its own: restart
 			// the whole set instead of looping on it.
 			js.Status.Restarts++
-			js.Status.ExecutionAttempts++
-			s.record(func(m Metrics) { m.Restarted(js, string(jobset.RestartJobSetAndIgnoreMaxRestarts)) })
+			s.newExecutionAttempt(RestartReasonFailure)
+			s.record(func(m Metrics) { m.Restarted(js, RestartReasonFailure) })
 			return
 		}
 		grow(&st.JobRestarts, int(idx)+1)

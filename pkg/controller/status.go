@@ -96,6 +96,15 @@ func (s *syncState) record(fn func(Metrics)) {
 	s.recorded = append(s.recorded, fn)
 }
 
+// newExecutionAttempt starts a new execution attempt for reason (one of
+// the RestartReason constants) and counts it once the status write
+// succeeded.
+func (s *syncState) newExecutionAttempt(reason string) {
+	s.js.Status.ExecutionAttempts++
+	js := s.js
+	s.record(func(m Metrics) { m.ExecutionAttemptStarted(js, reason) })
+}
+
 func (s *syncState) eventf(eventType, reason, format string, args ...any) {
 	s.events = append(s.events, event{eventType: eventType, reason: reason, message: fmt.Sprintf(format, args...)})
 }

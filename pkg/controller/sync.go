@@ -32,7 +32,8 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		list = append(list, j)
 	}
 	jobs := classifyJobs(cached, list)
-	if jobs.staleJobSet || !c.exp.statusCurrent(key, cached.UID, &cached.Status) {
+	if jobs.staleJobSet || !c.exp.statusCurrent(key, cached.UID, &cached.Status) ||
+		!c.exp.availabilityCurrent(key, cached.UID, cached.Annotations) {
 		logger.V(2).Info("JobSet cache older than its Jobs; retrying")
 		return staleRetry, nil
 	}
@@ -63,11 +64,16 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		}
 	}
 
-	if err := c.writeStatus(ctx, key, cached, s); err != nil {
+	stored, err := c.writeStatus(ctx, key, cached, s)
+	if err != nil {
 		return 0, err
 	}
+	var trackErr error
+	if stored != nil {
+		trackErr = c.trackAvailability(ctx, key, stored, jobs, now.Time)
+	}
 	if stepErr != nil {
-		return 0, stepErr
+		return 0, errors.Join(stepErr, trackErr)
 	}
 	if !finished(js) && restartDecided(&cached.Status, &js.Status) {
 		// A restart decided in this sync is stored: start deleting the
@@ -75,6 +81,9 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		if err := c.deleteJobs(ctx, key, js, classifyJobs(js, list).previous); err != nil {
 			return 0, err
 		}
+	}
+	if trackErr != nil {
+		return 0, trackErr
 	}
 	if finished(js) && !finished(cached) {
 		// Delete the remaining active Jobs in the next pass.
@@ -125,7 +134,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	}
 	if !suspended && conditionTrue(js.Status.Conditions, string(jobset.JobSetSuspended)) {
 		if hasRun(js, jobs) {
-			js.Status.ExecutionAttempts++
+			s.newExecutionAttempt(RestartReasonResume)
 		}
 		s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionFalse, reasonResumed, messageResumed, "Normal", now)
 		if s.adoptOnResume(revs, jobs, now) {
@@ -169,33 +178,34 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 }
 
 // writeStatus persists the new status with one write when it changed, and
-// emits the sync's events once it is stored.
-func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) error {
+// emits the sync's events once it is stored. It returns the JobSet as
+// stored (cached when nothing was written), nil when it is gone.
+func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) (*jobset.JobSet, error) {
 	if apiequality.Semantic.DeepEqual(cached.Status, s.js.Status) {
 		c.emit(s.js, s.events)
-		return nil
+		return cached, nil
 	}
 	patch, err := statusPatch(cached, s.js)
 	if err != nil {
-		return wrapf(err, "computing the status patch")
+		return nil, wrapf(err, "computing the status patch")
 	}
-	_, err = c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
+	stored, err := c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
 	if apierrors.IsConflict(err) {
-		return errConflict
+		return nil, errConflict
 	}
 	if apierrors.IsNotFound(err) {
-		return nil // deleted meanwhile (e.g. by its TTL)
+		return nil, nil // deleted meanwhile (e.g. by its TTL)
 	}
 	if err != nil {
-		return wrapf(err, "updating status")
+		return nil, wrapf(err, "updating status")
 	}
 	c.exp.wroteStatus(key, s.js.UID, &s.js.Status)
 	c.emit(s.js, s.events)
 	for _, fn := range s.recorded {
 		fn(c.metrics)
 	}
-	return nil
+	return stored, nil
 }
 
 // excessJobs returns current Jobs no longer described by the spec: indices
@@ -249,6 +259,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	var mu sync.Mutex
 	var errs []error
 	created := 0
+	createdNames := map[string]bool{}
 	c.parallel(len(want), func(i int) {
 		job := want[i]
 		got, err := c.kube.BatchV1().Jobs(js.Namespace).Create(ctx, job, metav1.CreateOptions{})
@@ -257,6 +268,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		switch {
 		case err == nil:
 			created++
+			createdNames[job.Name] = true
 			c.exp.expectCreate(key, job.Name, got.UID)
 		case namespaceTerminating(err):
 			// Nothing can be created any more; the JobSet goes too.
@@ -275,6 +287,9 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	if err := errors.Join(errs...); err != nil {
 		c.warn(js, reasonJobCreationFailed, err)
 		return err
+	}
+	if created > 0 {
+		c.observeJobCreation(key, js, jobs, createdNames)
 	}
 	return nil
 }

@@ -53,3 +53,32 @@ const (
 	// QueueNameLabel is Kueue's label naming the LocalQueue of a workload.
 	QueueNameLabel = "kueue.x-k8s.io/queue-name"
 )
+
+// Annotations the controller keeps on a JobSet to measure its availability
+// across controller restarts (see the README's Metrics section). Times are
+// RFC 3339 with milliseconds, durations are seconds with three decimals.
+// They go beyond upstream and are written by the controller only.
+const (
+	// AvailableSinceAnnotation is when the current available period began;
+	// absent while the JobSet is not available.
+	AvailableSinceAnnotation = "jobset.sigs.k8s.io/available-since"
+	// AvailableGenerationAnnotation is the metadata.generation at which the
+	// current available period was last seen; losing availability after a
+	// spec change (an elastic scale-up) is not an interruption.
+	AvailableGenerationAnnotation = "jobset.sigs.k8s.io/available-generation"
+	// UptimeSecondsAnnotation is the available time accumulated before the
+	// current available period.
+	UptimeSecondsAnnotation = "jobset.sigs.k8s.io/uptime-seconds"
+	// InterruptedSinceAnnotation is when the downtime clock of the current
+	// interruption last started (the interruption's start, or the resume
+	// that ended a suspension during it).
+	InterruptedSinceAnnotation = "jobset.sigs.k8s.io/interrupted-since"
+	// InterruptedSecondsAnnotation is the downtime of the current
+	// interruption accumulated before a suspension paused it.
+	InterruptedSecondsAnnotation = "jobset.sigs.k8s.io/interrupted-seconds"
+	// InterruptionsAnnotation counts the interruptions that started.
+	InterruptionsAnnotation = "jobset.sigs.k8s.io/interruptions"
+	// UptimeAtLastRecoveryAnnotation is the total uptime when the last
+	// interruption ended; absent until one did.
+	UptimeAtLastRecoveryAnnotation = "jobset.sigs.k8s.io/uptime-at-last-recovery-seconds"
+)

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller"
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
 
@@ -33,6 +35,12 @@ var (
 		"Number of suspended child Jobs of the replicatedJob.", rjLabels, nil)
 	descCondition = prometheus.NewDesc("kube_jobset_status_condition",
 		"The JobSet's status conditions: 1 for the condition's current status (true, false or unknown), 0 for the others.", condLabels, nil)
+	descUptime = prometheus.NewDesc("jobset_uptime_seconds",
+		"Total time the JobSet has been available (every Job of its current attempt ready or succeeded), suspended time excluded; frozen once it finished.",
+		[]string{"namespace", "jobset"}, nil)
+	descInterruption = prometheus.NewDesc("jobset_interruption_seconds",
+		"Downtime so far of the JobSet's current interruption (suspended time excluded); 0 when it is not interrupted.",
+		[]string{"namespace", "jobset"}, nil)
 	descTruncated = prometheus.NewDesc("kube_jobset_metrics_jobsets_skipped",
 		"JobSets left out of the kube_jobset_* series by --metrics-max-jobsets in this scrape.", nil, nil)
 )
@@ -44,6 +52,8 @@ var (
 type JobSetCollector struct {
 	lister     atomic.Pointer[jslisters.JobSetLister]
 	maxJobSets int
+	// now is the scrape time (a field for tests).
+	now func() time.Time
 }
 
 var _ prometheus.Collector = (*JobSetCollector)(nil)
@@ -51,7 +61,7 @@ var _ prometheus.Collector = (*JobSetCollector)(nil)
 // NewJobSetCollector returns a collector exporting at most maxJobSets
 // JobSets (the first ones by namespace and name); 0 means no limit.
 func NewJobSetCollector(maxJobSets int) *JobSetCollector {
-	return &JobSetCollector{maxJobSets: maxJobSets}
+	return &JobSetCollector{maxJobSets: maxJobSets, now: time.Now}
 }
 
 // SetLister sets the lister read at scrape time; nil stops the export.
@@ -65,7 +75,7 @@ func (c *JobSetCollector) SetLister(l jslisters.JobSetLister) {
 
 // Describe implements prometheus.Collector.
 func (c *JobSetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSpecified, descReady, descSucceeded, descFailed, descActive, descSuspended, descCondition, descTruncated} {
+	for _, d := range []*prometheus.Desc{descSpecified, descReady, descSucceeded, descFailed, descActive, descSuspended, descCondition, descUptime, descInterruption, descTruncated} {
 		ch <- d
 	}
 }
@@ -95,8 +105,15 @@ func (c *JobSetCollector) Collect(ch chan<- prometheus.Metric) {
 		list = list[:c.maxJobSets]
 	}
 	ch <- prometheus.MustNewConstMetric(descTruncated, prometheus.GaugeValue, float64(skipped))
+	now := c.now()
 	for _, js := range list {
 		collectJobSet(ch, js)
+		// The uptime is persisted up to the last transition; the running
+		// available period is added at scrape time.
+		ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue,
+			controller.UptimeSeconds(js.Annotations, now), js.Namespace, js.Name)
+		ch <- prometheus.MustNewConstMetric(descInterruption, prometheus.GaugeValue,
+			controller.InterruptionSeconds(js.Annotations, now), js.Namespace, js.Name)
 	}
 }
 

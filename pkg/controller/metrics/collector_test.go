@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,9 +15,15 @@ import (
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
 
+var scrapeTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 func testJobSet(ns, name string) *jobset.JobSet {
 	return &jobset.JobSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			// 100s before the last transition, available for 20s since.
+			"jobset.sigs.k8s.io/uptime-seconds":  "100.000",
+			"jobset.sigs.k8s.io/available-since": "2026-01-02T03:03:45.000Z",
+		}},
 		Spec: jobset.JobSetSpec{ReplicatedJobs: []jobset.ReplicatedJob{
 			{Name: "driver", Replicas: ptr.To[int32](1)},
 			{Name: "workers", Replicas: ptr.To[int32](3)},
@@ -81,10 +88,17 @@ kube_jobset_succeeded_replicas{jobset="a",namespace="ns",replicatedjob="workers"
 # TYPE kube_jobset_suspended_replicas gauge
 kube_jobset_suspended_replicas{jobset="a",namespace="ns",replicatedjob="driver"} 0
 kube_jobset_suspended_replicas{jobset="a",namespace="ns",replicatedjob="workers"} 0
+# HELP jobset_interruption_seconds Downtime so far of the JobSet's current interruption (suspended time excluded); 0 when it is not interrupted.
+# TYPE jobset_interruption_seconds gauge
+jobset_interruption_seconds{jobset="a",namespace="ns"} 0
+# HELP jobset_uptime_seconds Total time the JobSet has been available (every Job of its current attempt ready or succeeded), suspended time excluded; frozen once it finished.
+# TYPE jobset_uptime_seconds gauge
+jobset_uptime_seconds{jobset="a",namespace="ns"} 120
 `
 
 func TestJobSetCollector(t *testing.T) {
 	c := NewJobSetCollector(0)
+	c.now = func() time.Time { return scrapeTime }
 	// No lister yet (not leading): nothing but the skipped gauge.
 	if n := testutil.CollectAndCount(c); n != 1 {
 		t.Fatalf("without a lister: %d series, want 1", n)
@@ -102,7 +116,7 @@ func TestJobSetCollector(t *testing.T) {
 	if err := idx.Delete(testJobSet("ns", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(c, "kube_jobset_ready_replicas", "kube_jobset_status_condition"); n != 0 {
+	if n := testutil.CollectAndCount(c, "kube_jobset_ready_replicas", "kube_jobset_status_condition", "jobset_uptime_seconds", "jobset_interruption_seconds"); n != 0 {
 		t.Fatalf("after deletion: %d series, want 0", n)
 	}
 }
@@ -116,6 +130,9 @@ func TestJobSetCollectorMax(t *testing.T) {
 	// Two of three JobSets, picked by namespace then name.
 	if n := testutil.CollectAndCount(c, "kube_jobset_specified_replicas"); n != 4 {
 		t.Fatalf("specified series = %d, want 4 (2 JobSets x 2 replicatedJobs)", n)
+	}
+	if n := testutil.CollectAndCount(c, "jobset_uptime_seconds"); n != 2 {
+		t.Fatalf("uptime series = %d, want 2", n)
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP kube_jobset_metrics_jobsets_skipped JobSets left out of the kube_jobset_* series by --metrics-max-jobsets in this scrape.

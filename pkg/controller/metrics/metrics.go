@@ -20,10 +20,16 @@ import (
 	"github.com/nativejobset/jobset/pkg/controller"
 )
 
-// Restart reasons of jobset_restarts_total. Only failure is reported yet;
-// resume and update belong to the interruption metrics still to come.
-const (
-	RestartReasonFailure = "failure"
+// Histogram buckets, in seconds.
+var (
+	// Recoveries take from seconds (a pod restarted in place) to hours
+	// (waiting for capacity).
+	recoveryBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200}
+	// Training runs go minutes to weeks between interruptions.
+	betweenBuckets = []float64{60, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800, 1209600}
+	// Creating a JobSet's Jobs takes from milliseconds to minutes for
+	// thousands of Jobs under client rate limits.
+	jobCreationBuckets = prometheus.ExponentialBuckets(0.05, 2, 14) // 50ms .. ~410s
 )
 
 // NewRegistry returns a registry holding the Go runtime and process
@@ -43,6 +49,10 @@ func NewRegistry() *prometheus.Registry {
 // counts once per transition.
 type Recorder struct {
 	restarts          *prometheus.CounterVec
+	attempts          *prometheus.CounterVec
+	timeToRecover     prometheus.Histogram
+	timeBetween       prometheus.Histogram
+	jobCreation       prometheus.Histogram
 	completed         prometheus.Counter
 	failed            *prometheus.CounterVec
 	jobsCreated       prometheus.Counter
@@ -57,8 +67,27 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 	r := &Recorder{
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobset_restarts_total",
-			Help: "Whole-JobSet restarts decided by the controller, by reason.",
+			Help: "Whole-JobSet restarts decided by the controller, by reason (failure: a failure policy restart; update: a restart after a template update).",
 		}, []string{"reason"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobset_execution_attempts_total",
+			Help: "New execution attempts of JobSets (growth of status.executionAttempts), by reason (failure, resume, update).",
+		}, []string{"reason"}),
+		timeToRecover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "jobset_time_to_recover_seconds",
+			Help:    "Downtime of each interruption of a JobSet that ended with the JobSet available again (suspended time excluded).",
+			Buckets: recoveryBuckets,
+		}),
+		timeBetween: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "jobset_time_between_interruptions_seconds",
+			Help:    "Available time of a JobSet between the end of one interruption and the start of the next.",
+			Buckets: betweenBuckets,
+		}),
+		jobCreation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "jobset_job_creation_latency_seconds",
+			Help:    "Time from a JobSet's creation (or first resume, when created suspended) until the controller saw every child Job of its first execution attempt exist.",
+			Buckets: jobCreationBuckets,
+		}),
 		completed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobset_completed_total",
 			Help: "JobSets the controller marked Completed.",
@@ -81,20 +110,45 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			Help: "Syncs of a JobSet key that ended with an error (and were requeued), status write conflicts included.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.restarts, r.completed, r.failed, r.jobsCreated, r.reconcileDuration, r.reconcileErrors} {
+	for _, c := range []prometheus.Collector{r.restarts, r.attempts, r.timeToRecover, r.timeBetween, r.jobCreation, r.completed, r.failed, r.jobsCreated, r.reconcileDuration, r.reconcileErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
-	// Expose the zero series of the known reason, so rate() works from
+	// Expose the zero series of the known reasons, so rate() works from
 	// the first scrape.
-	r.restarts.WithLabelValues(RestartReasonFailure)
+	for _, reason := range []string{controller.RestartReasonFailure, controller.RestartReasonUpdate} {
+		r.restarts.WithLabelValues(reason)
+	}
+	for _, reason := range []string{controller.RestartReasonFailure, controller.RestartReasonResume, controller.RestartReasonUpdate} {
+		r.attempts.WithLabelValues(reason)
+	}
 	return r, nil
 }
 
-// Restarted counts a whole-JobSet restart after a failure.
-func (r *Recorder) Restarted(*jobset.JobSet, string) {
-	r.restarts.WithLabelValues(RestartReasonFailure).Inc()
+// Restarted counts a whole-JobSet restart.
+func (r *Recorder) Restarted(_ *jobset.JobSet, reason string) {
+	r.restarts.WithLabelValues(reason).Inc()
+}
+
+// ExecutionAttemptStarted counts a new execution attempt.
+func (r *Recorder) ExecutionAttemptStarted(_ *jobset.JobSet, reason string) {
+	r.attempts.WithLabelValues(reason).Inc()
+}
+
+// JobsCreatedLatency observes the Job creation latency of one JobSet.
+func (r *Recorder) JobsCreatedLatency(_ *jobset.JobSet, d time.Duration) {
+	r.jobCreation.Observe(d.Seconds())
+}
+
+// Recovered observes the downtime of an interruption that ended.
+func (r *Recorder) Recovered(_ *jobset.JobSet, d time.Duration) {
+	r.timeToRecover.Observe(d.Seconds())
+}
+
+// Interrupted observes the uptime since the previous interruption.
+func (r *Recorder) Interrupted(_ *jobset.JobSet, d time.Duration) {
+	r.timeBetween.Observe(d.Seconds())
 }
 
 // JobRestarted is not exported yet (per-Job restarts are not JobSet

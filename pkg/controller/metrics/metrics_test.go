@@ -8,8 +8,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nativejobset/jobset/pkg/controller"
 )
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
 
 func TestRecorder(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
@@ -18,8 +30,14 @@ func TestRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	js := testJobSet("ns", "a")
-	r.Restarted(js, "RestartJobSet")
-	r.Restarted(js, "RestartJobSetAndIgnoreMaxRestarts")
+	r.Restarted(js, controller.RestartReasonFailure)
+	r.Restarted(js, controller.RestartReasonFailure)
+	r.ExecutionAttemptStarted(js, controller.RestartReasonFailure)
+	r.ExecutionAttemptStarted(js, controller.RestartReasonResume)
+	r.ExecutionAttemptStarted(js, controller.RestartReasonResume)
+	r.Recovered(js, 42*time.Second)
+	r.Interrupted(js, time.Hour)
+	r.JobsCreatedLatency(js, 300*time.Millisecond)
 	r.JobRestarted(js, "a-workers-0", "RestartJob")
 	r.Completed(js)
 	r.Failed(js, "ReachedMaxRestarts")
@@ -40,14 +58,27 @@ jobset_jobs_created_total 4
 # HELP jobset_reconcile_errors_total Syncs of a JobSet key that ended with an error (and were requeued), status write conflicts included.
 # TYPE jobset_reconcile_errors_total counter
 jobset_reconcile_errors_total 1
-# HELP jobset_restarts_total Whole-JobSet restarts decided by the controller, by reason.
+# HELP jobset_execution_attempts_total New execution attempts of JobSets (growth of status.executionAttempts), by reason (failure, resume, update).
+# TYPE jobset_execution_attempts_total counter
+jobset_execution_attempts_total{reason="failure"} 1
+jobset_execution_attempts_total{reason="resume"} 2
+jobset_execution_attempts_total{reason="update"} 0
+# HELP jobset_restarts_total Whole-JobSet restarts decided by the controller, by reason (failure: a failure policy restart; update: a restart after a template update).
 # TYPE jobset_restarts_total counter
 jobset_restarts_total{reason="failure"} 2
-`), "jobset_completed_total", "jobset_failed_total", "jobset_jobs_created_total", "jobset_reconcile_errors_total", "jobset_restarts_total"); err != nil {
+jobset_restarts_total{reason="update"} 0
+`), "jobset_execution_attempts_total", "jobset_completed_total", "jobset_failed_total", "jobset_jobs_created_total", "jobset_reconcile_errors_total", "jobset_restarts_total"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(r.reconcileDuration); n != 1 {
 		t.Fatalf("histogram series = %d", n)
+	}
+	for name, h := range map[string]prometheus.Histogram{
+		"time to recover": r.timeToRecover, "time between": r.timeBetween, "job creation": r.jobCreation,
+	} {
+		if n := histogramCount(t, h); n != 1 {
+			t.Errorf("%s: %d samples, want 1", name, n)
+		}
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
