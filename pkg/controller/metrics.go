@@ -47,10 +47,9 @@ type Metrics interface {
 const (
 	RestartReasonFailure = "failure"
 	RestartReasonResume  = "resume"
-	// RestartReasonUpdate is for restarts after a template update; nothing
-	// reports it yet. Such a restart calls
-	// syncState.newExecutionAttempt(RestartReasonUpdate) and records
-	// Restarted(js, RestartReasonUpdate), like the failure restart does.
+	// RestartReasonUpdate is a restart that applies a pending template
+	// revision (update strategy Immediate, or a resume that must recreate
+	// the Jobs).
 	RestartReasonUpdate = "update"
 )
 

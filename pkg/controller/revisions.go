@@ -417,8 +417,10 @@ func (s *syncState) restartForUpdate(why string, newAttempt bool, now metav1.Tim
 	msg := fmt.Sprintf("%s (was %s); not counted toward maxRestarts", why, orNone(st.CurrentRevision))
 	st.Restarts++
 	if newAttempt {
-		st.ExecutionAttempts++
+		s.newExecutionAttempt(RestartReasonUpdate)
 	}
+	js := s.js
+	s.record(func(m Metrics) { m.Restarted(js, RestartReasonUpdate) })
 	s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, reasonUpdateRestarting, msg, "Normal", now)
 }
 

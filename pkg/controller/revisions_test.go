@@ -261,6 +261,7 @@ func TestRestartJobKeepsTheCurrentRevision(t *testing.T) {
 
 func TestImmediateUpdateRestartsWithoutCounting(t *testing.T) {
 	fx := newFixture(t, newJobSet("js", withUpdate(jobset.UpdateImmediate), withRestarts(0)))
+	m := withMetrics(fx)
 	fx.sync("js")
 	oldRev := fx.jobSet("js").Status.CurrentRevision
 	fx.events()
@@ -285,6 +286,10 @@ func TestImmediateUpdateRestartsWithoutCounting(t *testing.T) {
 	}
 	if n := len(fx.jobs()); n != 0 {
 		t.Fatalf("old attempt not deleted: %v", fx.jobNames())
+	}
+	// Counted as a restart and an execution attempt, with reason update.
+	if m.restarted != 1 || m.attempts[RestartReasonUpdate] != 1 || len(m.attempts) != 1 {
+		t.Errorf("restarts %d, attempts %v; want one update restart", m.restarted, m.attempts)
 	}
 	fx.sync("js")
 	fx.wantJobsFrom(newRev, "busybox:2")
