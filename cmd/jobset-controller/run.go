@@ -40,6 +40,8 @@ type options struct {
 	healthAddr  string
 	parallelism int
 
+	placementTimeout time.Duration
+
 	metricsAddr       string
 	metricsMaxJobSets int
 
@@ -55,21 +57,22 @@ type options struct {
 
 func defaultOptions() *options {
 	return &options{
-		workers:        5,
-		qps:            50,
-		burst:          100,
-		resync:         12 * time.Hour,
-		healthAddr:     "127.0.0.1:8081",
-		metricsAddr:    "127.0.0.1:8080",
-		parallelism:    50,
-		leaderElect:    true,
-		leNamespace:    "kube-system",
-		leName:         "jobset-controller",
-		leaseDuration:  15 * time.Second,
-		renewDeadline:  10 * time.Second,
-		retryPeriod:    2 * time.Second,
-		shutdownGrace:  10 * time.Second,
-		apiWaitTimeout: 0,
+		workers:          5,
+		qps:              50,
+		burst:            100,
+		resync:           12 * time.Hour,
+		healthAddr:       "127.0.0.1:8081",
+		metricsAddr:      "127.0.0.1:8080",
+		parallelism:      50,
+		placementTimeout: 2 * time.Minute,
+		leaderElect:      true,
+		leNamespace:      "kube-system",
+		leName:           "jobset-controller",
+		leaseDuration:    15 * time.Second,
+		renewDeadline:    10 * time.Second,
+		retryPeriod:      2 * time.Second,
+		shutdownGrace:    10 * time.Second,
+		apiWaitTimeout:   0,
 	}
 }
 
@@ -83,6 +86,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
 	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
+	fs.DurationVar(&o.placementTimeout, "topology-placement-timeout", o.placementTimeout, "How long the first pod of an exclusive-topology Job may stay unscheduled before the JobSet reports it (condition TopologyPlacementPending).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.leName, "leader-elect-lease-name", o.leName, "Name of the leader election Lease.")
@@ -103,6 +107,9 @@ func (o *options) validate() error {
 	}
 	if o.metricsMaxJobSets < 0 {
 		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
+	}
+	if o.placementTimeout <= 0 {
+		errs = append(errs, errors.New("--topology-placement-timeout must be positive"))
 	}
 	if o.parallelism < 1 {
 		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
@@ -227,7 +234,7 @@ func run(o *options) error {
 	runController := func(ctx context.Context) {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
 		c, err := controller.New(kube, jsClient, factories, controller.Options{
-			Recorder: recorder, Parallelism: o.parallelism,
+			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout,
 			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
 		})
 		if err != nil {

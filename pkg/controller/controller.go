@@ -64,6 +64,9 @@ type Options struct {
 	// WorkqueueMetrics, when set, receives the work queue's metrics
 	// instead of client-go's global provider (workqueue.SetProvider).
 	WorkqueueMetrics workqueue.MetricsProvider
+	// PlacementTimeout is how long the first pod of an exclusive Job may
+	// stay unscheduled before its JobSet reports it; 0 means two minutes.
+	PlacementTimeout time.Duration
 }
 
 // Controller reconciles JobSets.
@@ -83,6 +86,7 @@ type Controller struct {
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
+	placer      *placer
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -167,6 +171,12 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
 	}
+	p, synced, err := newPlacer(kube, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
+	if err != nil {
+		return nil, err
+	}
+	c.placer = p
+	c.synced = append(c.synced, synced...)
 	return c, nil
 }
 
@@ -220,6 +230,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
+	go c.placer.run(ctx, 1)
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil
