@@ -86,7 +86,7 @@ func completionIndex(p *corev1.Pod) int {
 type topologyView struct {
 	key        string
 	domains    sets.Set[string]
-	nodeDomain map[string]string // node name → label value; absent label: ""
+	nodeDomain map[string]string // node name → label value ("" without the label)
 	jobs       []*placedJob      // by creation time, then name
 }
 
@@ -387,7 +387,9 @@ func (p *placer) settle(ctx context.Context, v *topologyView, j *placedJob) erro
 		case gated(pod):
 			errs = append(errs, p.pinPod(ctx, pod, v.key, j.domain))
 		case pod.Spec.NodeName != "":
-			if d, known := v.nodeDomain[pod.Spec.NodeName]; known && d != j.domain {
+			// A node that lost the label says nothing about where it is;
+			// only a node labelled with another domain is evidence.
+			if d := v.nodeDomain[pod.Spec.NodeName]; d != "" && d != j.domain {
 				misplaced = append(misplaced, pod)
 			}
 		}
