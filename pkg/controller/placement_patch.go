@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,37 +152,40 @@ func (p *placer) recordDomain(ctx context.Context, j *placedJob, domain string) 
 // disruptPods deletes pods after marking them with a DisruptionTarget
 // condition, as the pod disruption machinery does, so that pod failure
 // policies can tell this from a failure of the workload.
-func (p *placer) disruptPods(ctx context.Context, j *placedJob, pods []*corev1.Pod, message string) error {
-	logger := klog.FromContext(ctx)
+func (p *placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, message string) {
+	if len(pods) == 0 {
+		return
+	}
 	if j.job != nil && p.recorder != nil {
 		p.recorder.Eventf(j.job, nil, corev1.EventTypeWarning, reasonMisplacedPodsDisrupted, "Repair",
 			"deleting %d pod(s): %s", len(pods), message)
 	}
-	now := metav1.NewTime(p.clock.Now())
-	var errs []error
 	for _, pod := range pods {
-		logger.Info("Deleting misplaced pod", "pod", klog.KObj(pod), "reason", message)
-		cond, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
-			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-			Reason: reasonMisplacedPodsDisrupted, Message: message, LastTransitionTime: now,
-		}}}})
-		if err != nil {
-			return err
-		}
-		_, err = p.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, cond,
-			metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, wrapf(err, "marking pod %s/%s disrupted", pod.Namespace, pod.Name))
-			continue
-		}
-		uid := pod.UID
-		err = p.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, wrapf(err, "deleting pod %s/%s", pod.Namespace, pod.Name))
-		}
+		acts.add(func(ctx context.Context) error { return p.disruptPod(ctx, pod, message) })
 	}
-	return errors.Join(errs...)
+}
+
+func (p *placer) disruptPod(ctx context.Context, pod *corev1.Pod, message string) error {
+	klog.FromContext(ctx).Info("Deleting misplaced pod", "pod", klog.KObj(pod), "reason", message)
+	cond, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		Reason: reasonMisplacedPodsDisrupted, Message: message, LastTransitionTime: metav1.NewTime(p.clock.Now()),
+	}}}})
+	if err != nil {
+		return err
+	}
+	_, err = p.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, cond,
+		metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrapf(err, "marking pod %s/%s disrupted", pod.Namespace, pod.Name)
+	}
+	uid := pod.UID
+	err = p.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return wrapf(err, "deleting pod %s/%s", pod.Namespace, pod.Name)
+	}
+	return nil
 }

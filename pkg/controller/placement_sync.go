@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -200,7 +201,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 	ctx = klog.NewContext(ctx, logger)
 	now := p.clock.Now()
 	waits := map[string]placementWait{}
-	var errs []error
+	var acts actions
 	var requeue time.Duration
 	var holders []holder
 	reserved := sets.New[string]()
@@ -212,12 +213,12 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 			continue
 		}
 		if dups[j.uid] {
-			errs = append(errs, p.evictFromDomain(ctx, v, j))
+			p.evictFromDomain(&acts, v, j)
 			continue
 		}
 		if j.domain != "" {
 			holders = append(holders, holder{j.domain, j.priority})
-			errs = append(errs, p.settle(ctx, v, j))
+			p.settle(&acts, v, j)
 			continue
 		}
 		if lead := j.leader(); lead != nil && !gated(lead) {
@@ -256,15 +257,18 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 			size = 1
 		}
 		chosen := cand[:size]
-		if err := p.releaseLeader(ctx, j.leader(), key, chosen); err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		lead := j.leader()
+		acts.add(func(ctx context.Context) error { return p.releaseLeader(ctx, lead, key, chosen) })
 		reserved.Insert(chosen...)
+	}
+	started := p.clock.Now()
+	err = acts.run(ctx, placementParallelism)
+	if len(acts) > 0 {
+		logger.V(3).Info("Placement pass wrote", "jobs", len(v.jobs), "writes", len(acts), "took", p.clock.Since(started))
 	}
 	p.forgetReleased(v)
 	p.setWaiting(key, waits)
-	return requeue, errors.Join(errs...)
+	return requeue, err
 }
 
 // addWait records why a JobSet waits: a timeout outranks waiting for a
@@ -376,16 +380,15 @@ func duplicateHolders(jobs []*placedJob) map[types.UID]bool {
 
 // settle brings a Job that has a domain in line: the domain is recorded,
 // pods bound elsewhere are disrupted, gated pods are pinned and released.
-func (p *placer) settle(ctx context.Context, v *topologyView, j *placedJob) error {
-	var errs []error
+func (p *placer) settle(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != j.domain {
-		errs = append(errs, p.recordDomain(ctx, j, j.domain))
+		acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, j.domain) })
 	}
 	var misplaced []*corev1.Pod
 	for _, pod := range j.live {
 		switch {
 		case gated(pod):
-			errs = append(errs, p.pinPod(ctx, pod, v.key, j.domain))
+			acts.add(func(ctx context.Context) error { return p.pinPod(ctx, pod, v.key, j.domain) })
 		case pod.Spec.NodeName != "":
 			// A node that lost the label says nothing about where it is;
 			// only a node labelled with another domain is evidence.
@@ -394,20 +397,15 @@ func (p *placer) settle(ctx context.Context, v *topologyView, j *placedJob) erro
 			}
 		}
 	}
-	if len(misplaced) > 0 {
-		errs = append(errs, p.disruptPods(ctx, j, misplaced,
-			fmt.Sprintf("pod runs outside the topology domain %s=%s of its Job", v.key, j.domain)))
-	}
-	return errors.Join(errs...)
+	p.disruptPods(acts, j, misplaced, fmt.Sprintf("pod runs outside the topology domain %s=%s of its Job", v.key, j.domain))
 }
 
 // evictFromDomain takes a Job that wrongly shares a domain out of it: its
 // recorded domain is cleared and its bound pods are disrupted, so that its
 // replacement pods are placed again.
-func (p *placer) evictFromDomain(ctx context.Context, v *topologyView, j *placedJob) error {
-	var errs []error
+func (p *placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != "" {
-		errs = append(errs, p.recordDomain(ctx, j, ""))
+		acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, "") })
 	}
 	var bound []*corev1.Pod
 	for _, pod := range j.live {
@@ -415,9 +413,30 @@ func (p *placer) evictFromDomain(ctx context.Context, v *topologyView, j *placed
 			bound = append(bound, pod)
 		}
 	}
-	if len(bound) > 0 {
-		errs = append(errs, p.disruptPods(ctx, j, bound,
-			fmt.Sprintf("another Job of equal or higher priority holds the topology domain %s=%s", v.key, j.domain)))
+	p.disruptPods(acts, j, bound, fmt.Sprintf("another Job of equal or higher priority holds the topology domain %s=%s", v.key, j.domain))
+}
+
+// placementParallelism bounds the concurrent writes of one pass.
+const placementParallelism = 16
+
+// actions are the writes one pass decided; they are independent of each
+// other and run in parallel once the pass has decided them all.
+type actions []func(context.Context) error
+
+func (a *actions) add(fn func(context.Context) error) { *a = append(*a, fn) }
+
+func (a actions) run(ctx context.Context, parallelism int) error {
+	errs := make([]error, len(a))
+	sem := make(chan struct{}, parallelism)
+	var wg sync.WaitGroup
+	for i, fn := range a {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(ctx)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
