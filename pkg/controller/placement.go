@@ -30,6 +30,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,8 +203,17 @@ func newPlacer(kube kubernetes.Interface, f Factories, clk clock.PassiveClock, r
 	if _, err := podInf.AddEventHandler(byAnnotation); err != nil {
 		return nil, nil, err
 	}
-	// A finished or deleted Job frees its domain.
-	if _, err := jobInf.Informer().AddEventHandler(byAnnotation); err != nil {
+	// A finished or deleted Job frees its domain; a suspended one loses it.
+	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: p.jobChanged,
+		UpdateFunc: func(o, n interface{}) {
+			if sameVersion(o, n) {
+				return
+			}
+			p.jobChanged(n)
+		},
+		DeleteFunc: p.enqueueFor,
+	}); err != nil {
 		return nil, nil, err
 	}
 	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -260,6 +270,34 @@ func (p *placer) enqueueFor(obj interface{}) {
 	}
 }
 
+// suspendedPrefix marks queue keys of suspended Jobs whose recorded domain
+// must go (a topology key, a label key, cannot contain "|").
+const suspendedPrefix = "suspended|"
+
+// jobChanged queues the Job's topology key, and the Job itself when it is
+// suspended with a domain: its pods are gone, and the domain it recorded
+// will be free for others by the time it resumes, so it must choose again.
+func (p *placer) jobChanged(obj interface{}) {
+	p.enqueueFor(obj)
+	job, ok := obj.(*batchv1.Job)
+	if ok && job.DeletionTimestamp == nil && jobSuspended(job) && job.Annotations[jobset.TopologyDomainKey] != "" {
+		p.queue.Add(suspendedPrefix + job.Namespace + "/" + job.Name)
+	}
+}
+
+// forgetSuspendedDomain removes the recorded domain of a suspended Job.
+func (p *placer) forgetSuspendedDomain(ctx context.Context, jobKey string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(jobKey)
+	if err != nil {
+		return nil
+	}
+	job, err := p.jobLister.Jobs(ns).Get(name)
+	if err != nil || !jobSuspended(job) || job.Annotations[jobset.TopologyDomainKey] == "" {
+		return nil
+	}
+	return p.recordDomain(ctx, &placedJob{uid: job.UID, ns: ns, name: name}, "")
+}
+
 // enqueueAll queues every topology key that has pods (a node changed).
 func (p *placer) enqueueAll() {
 	for _, k := range p.pods.ListIndexFuncValues(topologyIndex) {
@@ -288,7 +326,13 @@ func (p *placer) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer p.queue.Done(key)
-	after, err := p.sync(ctx, key)
+	var after time.Duration
+	var err error
+	if jobKey, ok := strings.CutPrefix(key, suspendedPrefix); ok {
+		err = p.forgetSuspendedDomain(ctx, jobKey)
+	} else {
+		after, err = p.sync(ctx, key)
+	}
 	switch {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "placing pods", "topologyKey", key)

@@ -447,3 +447,25 @@ func TestPinOpsEscapesTheKey(t *testing.T) {
 		t.Fatalf("ops\n%s\nwant\n%s", data, want)
 	}
 }
+
+func TestSuspendedJobForgetsItsDomain(t *testing.T) {
+	a := exclusiveJob("a", 0, "p0")
+	a.Spec.Suspend = ptr.To(true)
+	b := exclusiveJob("b", 0, "p1") // running: keeps its domain
+	fx := newFixture(t, a, b)
+	fx.refresh()
+	fx.c.placer.jobChanged(a)
+	fx.c.placer.jobChanged(b)
+	if n := fx.c.placer.queue.Len(); n != 2 {
+		t.Fatalf("queued %d keys, want the topology key and the suspended Job", n)
+	}
+	for fx.c.placer.queue.Len() > 0 {
+		fx.c.placer.processNext(fx.ctx)
+	}
+	if _, has := fx.job("a").Annotations[jobset.TopologyDomainKey]; has {
+		t.Fatalf("suspended Job keeps its domain: %v", fx.job("a").Annotations)
+	}
+	if d := fx.job("b").Annotations[jobset.TopologyDomainKey]; d != "p1" {
+		t.Fatalf("running Job lost its domain: %q", d)
+	}
+}
