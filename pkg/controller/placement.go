@@ -79,6 +79,13 @@ type placer struct {
 	// placement condition changed).
 	notify func(jsKey string)
 
+	// sem bounds the writes in flight; inflight counts them.
+	sem      chan struct{}
+	inflight sync.WaitGroup
+	// failures counts, per key, writes that failed since the last pass
+	// without failures; such a key is retried with backoff.
+	failures map[string]int
+
 	mu sync.Mutex
 	// Writes the cache does not show yet, so that a pass never acts on a
 	// state older than its own previous pass.
@@ -94,6 +101,8 @@ type placer struct {
 type podWrite struct {
 	pod *corev1.Pod
 	at  time.Time
+	// caughtUp tells when the cached pod shows the write.
+	caughtUp func(cached *corev1.Pod) bool
 }
 
 type jobWrite struct {
@@ -185,6 +194,8 @@ func newPlacer(kube kubernetes.Interface, f Factories, clk clock.PassiveClock, r
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset_placement"}),
+		sem:        make(chan struct{}, placementParallelism),
+		failures:   map[string]int{},
 		podWrites:  map[types.UID]podWrite{},
 		jobWrites:  map[types.UID]jobWrite{},
 		releasedAt: map[types.UID]time.Time{},
@@ -337,13 +348,27 @@ func (p *placer) processNext(ctx context.Context) bool {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "placing pods", "topologyKey", key)
 		p.queue.AddRateLimited(key)
+		return true
 	case after > 0:
-		p.queue.Forget(key)
 		p.queue.AddAfter(key, after)
-	default:
+	}
+	// The backoff of a key ends with a pass that follows no failed write.
+	p.mu.Lock()
+	failed := p.failures[key] > 0
+	delete(p.failures, key)
+	p.mu.Unlock()
+	if !failed {
 		p.queue.Forget(key)
 	}
 	return true
+}
+
+// failed retries a key whose write failed, with backoff.
+func (p *placer) failed(key string) {
+	p.mu.Lock()
+	p.failures[key]++
+	p.mu.Unlock()
+	p.queue.AddRateLimited(key)
 }
 
 // waitFor returns why some Jobs of a JobSet have no domain yet, if any.

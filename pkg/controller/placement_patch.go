@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -90,6 +91,9 @@ func pinOps(pod *corev1.Pod, key, domain string) []jsonPatchOp {
 	return ops
 }
 
+// patchPod writes a pod and keeps the server's answer as the expected
+// state; a failed write forgets the expectation, so that the next pass
+// decides again from the cache.
 func (p *placer) patchPod(ctx context.Context, pod *corev1.Pod, ops []jsonPatchOp) error {
 	data, err := json.Marshal(ops)
 	if err != nil {
@@ -99,28 +103,74 @@ func (p *placer) patchPod(ctx context.Context, pod *corev1.Pod, ops []jsonPatchO
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
+		delete(p.podWrites, pod.UID)
+		delete(p.releasedAt, pod.UID)
 		return wrapf(err, "patching pod %s/%s", pod.Namespace, pod.Name)
 	}
-	p.mu.Lock()
-	p.podWrites[got.UID] = podWrite{pod: got, at: p.clock.Now()}
-	p.mu.Unlock()
+	if w, ok := p.podWrites[got.UID]; ok {
+		w.pod = got
+		p.podWrites[got.UID] = w
+	}
 	return nil
 }
 
-func (p *placer) releaseLeader(ctx context.Context, pod *corev1.Pod, key string, domains []string) error {
-	klog.FromContext(ctx).V(2).Info("Releasing leader", "pod", klog.KObj(pod), "domains", domains)
-	if err := p.patchPod(ctx, pod, releaseLeaderOps(pod, key, domains)); err != nil {
-		return err
+// expectPod remembers the state a planned write gives a pod until the
+// cache shows it (caughtUp), so that later passes build on it.
+func (p *placer) expectPod(intended *corev1.Pod, caughtUp func(cached *corev1.Pod) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.podWrites[intended.UID] = podWrite{pod: intended, at: p.clock.Now(), caughtUp: caughtUp}
+}
+
+func ungated(cached *corev1.Pod) bool { return !gated(cached) }
+
+// withoutGate is a copy of the pod without the topology gate.
+func withoutGate(pod *corev1.Pod) *corev1.Pod {
+	out := pod.DeepCopy()
+	out.Spec.SchedulingGates = nil
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name != jobset.TopologyGate {
+			out.Spec.SchedulingGates = append(out.Spec.SchedulingGates, g)
+		}
 	}
+	return out
+}
+
+// planRelease lets a leader schedule into one of the domains.
+func (p *placer) planRelease(acts *actions, pod *corev1.Pod, key string, domains []string) {
+	ops := releaseLeaderOps(pod, key, domains)
+	intended := withoutGate(pod)
+	intended.Spec.Affinity = restrictToDomains(pod, key, domains)
+	p.expectPod(intended, ungated)
 	p.mu.Lock()
 	p.releasedAt[pod.UID] = p.clock.Now()
 	p.mu.Unlock()
-	return nil
+	acts.add(func(ctx context.Context) error {
+		klog.FromContext(ctx).V(2).Info("Releasing leader", "pod", klog.KObj(pod), "domains", domains)
+		return p.patchPod(ctx, pod, ops)
+	})
 }
 
-func (p *placer) pinPod(ctx context.Context, pod *corev1.Pod, key, domain string) error {
-	return p.patchPod(ctx, pod, pinOps(pod, key, domain))
+// planPin sends a gated pod to its Job's domain.
+func (p *placer) planPin(acts *actions, pod *corev1.Pod, key, domain string) {
+	ops := pinOps(pod, key, domain)
+	intended := withoutGate(pod)
+	if intended.Spec.NodeSelector[key] == "" {
+		intended.Spec.NodeSelector = mergeInto(intended.Spec.NodeSelector, map[string]string{key: domain})
+	}
+	p.expectPod(intended, ungated)
+	acts.add(func(ctx context.Context) error { return p.patchPod(ctx, pod, ops) })
+}
+
+// planRecord writes (or, with "", removes) a Job's recorded domain.
+func (p *placer) planRecord(acts *actions, j *placedJob, domain string) {
+	p.mu.Lock()
+	p.jobWrites[j.uid] = jobWrite{domain: domain, at: p.clock.Now()}
+	p.mu.Unlock()
+	acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, domain) })
 }
 
 // recordDomain writes (or, with "", removes) the Job's domain annotation.
@@ -140,12 +190,13 @@ func (p *placer) recordDomain(ctx context.Context, j *placedJob, domain string) 
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // the Job is gone or was replaced
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
+		delete(p.jobWrites, j.uid)
 		return wrapf(err, "recording the topology domain of Job %s/%s", j.ns, j.name)
 	}
-	p.mu.Lock()
 	p.jobWrites[j.uid] = jobWrite{domain: domain, at: p.clock.Now()}
-	p.mu.Unlock()
 	return nil
 }
 
@@ -161,6 +212,9 @@ func (p *placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, me
 			"deleting %d pod(s): %s", len(pods), message)
 	}
 	for _, pod := range pods {
+		gone := pod.DeepCopy()
+		gone.DeletionTimestamp = ptr.To(metav1.NewTime(p.clock.Now()))
+		p.expectPod(gone, func(cached *corev1.Pod) bool { return cached.DeletionTimestamp != nil })
 		acts.add(func(ctx context.Context) error { return p.disruptPod(ctx, pod, message) })
 	}
 }
@@ -179,13 +233,18 @@ func (p *placer) disruptPod(ctx context.Context, pod *corev1.Pod, message string
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if err != nil {
-		return wrapf(err, "marking pod %s/%s disrupted", pod.Namespace, pod.Name)
+	if err == nil {
+		uid := pod.UID
+		err = p.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
 	}
-	uid := pod.UID
-	err = p.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return wrapf(err, "deleting pod %s/%s", pod.Namespace, pod.Name)
+	if err != nil {
+		p.mu.Lock()
+		delete(p.podWrites, pod.UID)
+		p.mu.Unlock()
+		return wrapf(err, "disrupting pod %s/%s", pod.Namespace, pod.Name)
 	}
 	return nil
 }

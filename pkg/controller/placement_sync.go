@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -119,7 +118,7 @@ func (p *placer) view(key string) (*topologyView, error) {
 			continue
 		}
 		if w, ok := p.podWrites[pod.UID]; ok {
-			if gated(pod) && now.Sub(w.at) < overlayTTL {
+			if !w.caughtUp(pod) && now.Sub(w.at) < overlayTTL {
 				pod = w.pod
 			} else {
 				delete(p.podWrites, pod.UID)
@@ -257,18 +256,16 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 			size = 1
 		}
 		chosen := cand[:size]
-		lead := j.leader()
-		acts.add(func(ctx context.Context) error { return p.releaseLeader(ctx, lead, key, chosen) })
+		p.planRelease(&acts, j.leader(), key, chosen)
 		reserved.Insert(chosen...)
 	}
-	started := p.clock.Now()
-	err = acts.run(ctx, placementParallelism)
 	if len(acts) > 0 {
-		logger.V(3).Info("Placement pass wrote", "jobs", len(v.jobs), "writes", len(acts), "took", p.clock.Since(started))
+		logger.V(3).Info("Placement pass", "jobs", len(v.jobs), "writes", len(acts))
 	}
+	p.dispatch(ctx, key, acts)
 	p.forgetReleased(v)
 	p.setWaiting(key, waits)
-	return requeue, err
+	return requeue, nil
 }
 
 // addWait records why a JobSet waits: a timeout outranks waiting for a
@@ -382,13 +379,13 @@ func duplicateHolders(jobs []*placedJob) map[types.UID]bool {
 // pods bound elsewhere are disrupted, gated pods are pinned and released.
 func (p *placer) settle(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != j.domain {
-		acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, j.domain) })
+		p.planRecord(acts, j, j.domain)
 	}
 	var misplaced []*corev1.Pod
 	for _, pod := range j.live {
 		switch {
 		case gated(pod):
-			acts.add(func(ctx context.Context) error { return p.pinPod(ctx, pod, v.key, j.domain) })
+			p.planPin(acts, pod, v.key, j.domain)
 		case pod.Spec.NodeName != "":
 			// A node that lost the label says nothing about where it is;
 			// only a node labelled with another domain is evidence.
@@ -405,7 +402,7 @@ func (p *placer) settle(acts *actions, v *topologyView, j *placedJob) {
 // replacement pods are placed again.
 func (p *placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != "" {
-		acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, "") })
+		p.planRecord(acts, j, "")
 	}
 	var bound []*corev1.Pod
 	for _, pod := range j.live {
@@ -416,27 +413,29 @@ func (p *placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
 	p.disruptPods(acts, j, bound, fmt.Sprintf("another Job of equal or higher priority holds the topology domain %s=%s", v.key, j.domain))
 }
 
-// placementParallelism bounds the concurrent writes of one pass.
-const placementParallelism = 16
+// placementParallelism bounds the placement writes in flight.
+const placementParallelism = 32
 
-// actions are the writes one pass decided; they are independent of each
-// other and run in parallel once the pass has decided them all.
+// actions are the writes one pass decided. Their expected outcome is
+// already remembered (podWrites, jobWrites), so passes do not wait for
+// them: the next pass can start while they are in flight.
 type actions []func(context.Context) error
 
 func (a *actions) add(fn func(context.Context) error) { *a = append(*a, fn) }
 
-func (a actions) run(ctx context.Context, parallelism int) error {
-	errs := make([]error, len(a))
-	sem := make(chan struct{}, parallelism)
-	var wg sync.WaitGroup
-	for i, fn := range a {
-		sem <- struct{}{}
-		wg.Add(1)
+// dispatch starts the writes, at most placementParallelism at once. A
+// failed write has forgotten its expectation; the key is retried with
+// backoff.
+func (p *placer) dispatch(ctx context.Context, key string, acts actions) {
+	for _, fn := range acts {
+		p.sem <- struct{}{}
+		p.inflight.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(ctx)
+			defer func() { <-p.sem; p.inflight.Done() }()
+			if err := fn(ctx); err != nil {
+				utilruntime.HandleErrorWithContext(ctx, err, "placing pods", "topologyKey", key)
+				p.failed(key)
+			}
 		}()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

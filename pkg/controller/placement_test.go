@@ -111,6 +111,7 @@ func (fx *fixture) place(refresh bool) time.Duration {
 	if err != nil {
 		fx.t.Fatalf("placement pass: %v", err)
 	}
+	fx.c.placer.inflight.Wait()
 	return d
 }
 
@@ -467,5 +468,34 @@ func TestSuspendedJobForgetsItsDomain(t *testing.T) {
 	}
 	if d := fx.job("b").Annotations[jobset.TopologyDomainKey]; d != "p1" {
 		t.Fatalf("running Job lost its domain: %q", d)
+	}
+}
+
+func TestPlacementRetriesAFailedWrite(t *testing.T) {
+	a := exclusiveJob("a", 0, "")
+	fx := newFixture(t, append(poolNodes("p0"), a, placedPod(a, 0, "", 0))...)
+	failures := 1
+	fx.kube.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, fmt.Errorf("injected failure")
+		}
+		return false, nil, nil
+	})
+	fx.place(true)
+	if p := fx.pod("a-0"); !gated(p) {
+		t.Fatal("the failed write changed the pod")
+	}
+	if n := fx.c.placer.queue.NumRequeues(poolKey); n != 1 {
+		t.Fatalf("key requeued %d times with backoff, want 1", n)
+	}
+	// The expectation of the failed write is gone: the next pass, on the
+	// same cache, releases the leader again.
+	fx.place(false)
+	if got, want := fx.writes(), []string{"patch pods a-0"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("retry wrote %v, want %v", got, want)
+	}
+	if p := fx.pod("a-0"); gated(p) {
+		t.Fatal("the retry did not release the leader")
 	}
 }
