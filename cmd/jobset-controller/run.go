@@ -41,6 +41,8 @@ type options struct {
 	parallelism int
 
 	placementTimeout time.Duration
+	placementQPS     float32
+	placementBurst   int
 
 	metricsAddr       string
 	metricsMaxJobSets int
@@ -65,6 +67,8 @@ func defaultOptions() *options {
 		metricsAddr:      "127.0.0.1:8080",
 		parallelism:      50,
 		placementTimeout: 2 * time.Minute,
+		placementQPS:     100,
+		placementBurst:   200,
 		leaderElect:      true,
 		leNamespace:      "kube-system",
 		leName:           "jobset-controller",
@@ -86,6 +90,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
 	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
+	fs.Float32Var(&o.placementQPS, "placement-kube-api-qps", o.placementQPS, "Queries per second of the client that places the pods of exclusive-topology Jobs (its own budget: one write per pod).")
+	fs.IntVar(&o.placementBurst, "placement-kube-api-burst", o.placementBurst, "Burst of the client that places the pods of exclusive-topology Jobs.")
 	fs.DurationVar(&o.placementTimeout, "topology-placement-timeout", o.placementTimeout, "How long the first pod of an exclusive-topology Job may stay unscheduled before the JobSet reports it (condition TopologyPlacementPending).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
@@ -107,6 +113,9 @@ func (o *options) validate() error {
 	}
 	if o.metricsMaxJobSets < 0 {
 		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
+	}
+	if o.placementQPS <= 0 || o.placementBurst < 1 {
+		errs = append(errs, errors.New("--placement-kube-api-qps must be positive and --placement-kube-api-burst at least 1"))
 	}
 	if o.placementTimeout <= 0 {
 		errs = append(errs, errors.New("--topology-placement-timeout must be positive"))
@@ -177,6 +186,12 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
+	placementCfg := rest.CopyConfig(cfg)
+	placementCfg.QPS, placementCfg.Burst = o.placementQPS, o.placementBurst
+	placementKube, err := kubernetes.NewForConfig(placementCfg)
+	if err != nil {
+		return err
+	}
 	jsClient, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -234,7 +249,7 @@ func run(o *options) error {
 	runController := func(ctx context.Context) {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
 		c, err := controller.New(kube, jsClient, factories, controller.Options{
-			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout,
+			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout, PlacementClient: placementKube,
 			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
 		})
 		if err != nil {

@@ -67,6 +67,9 @@ type Options struct {
 	// PlacementTimeout is how long the first pod of an exclusive Job may
 	// stay unscheduled before its JobSet reports it; 0 means two minutes.
 	PlacementTimeout time.Duration
+	// PlacementClient writes the pods (and domains) of exclusive-topology
+	// Jobs, with a rate limit of its own; nil uses the controller's client.
+	PlacementClient kubernetes.Interface
 }
 
 // Controller reconciles JobSets.
@@ -171,7 +174,11 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
 	}
-	p, synced, err := newPlacer(kube, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
+	placementClient := opts.PlacementClient
+	if placementClient == nil {
+		placementClient = kube
+	}
+	p, synced, err := newPlacer(placementClient, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
 	if err != nil {
 		return nil, err
 	}

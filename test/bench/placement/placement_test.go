@@ -26,6 +26,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -131,7 +134,17 @@ func runRound(b *testing.B, exclusive bool, jobs, pods int) round {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	// A retrying watch: a watch the server closes is resumed from the last
+	// resourceVersion seen.
+	initial, err := cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, initial.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
