@@ -71,6 +71,7 @@ type placer struct {
 	pods       cache.Indexer
 	nodeLister corelisters.NodeLister
 	jobLister  batchlisters.JobLister
+	jobs       cache.Indexer // Jobs, also indexed by topology key
 	queue      workqueue.TypedRateLimitingInterface[string]
 	clock      clock.PassiveClock
 	recorder   events.EventRecorder
@@ -182,11 +183,15 @@ func newPlacer(kube kubernetes.Interface, f Factories, clk clock.PassiveClock, r
 	}
 	nodeInf := f.Nodes.Core().V1().Nodes()
 	jobInf := f.Kube.Batch().V1().Jobs()
+	if err := jobInf.Informer().AddIndexers(cache.Indexers{topologyIndex: indexByTopology}); err != nil {
+		return nil, nil, err
+	}
 	p := &placer{
 		kube:       kube,
 		pods:       podInf.GetIndexer(),
 		nodeLister: nodeInf.Lister(),
 		jobLister:  jobInf.Lister(),
+		jobs:       jobInf.Informer().GetIndexer(),
 		clock:      clk,
 		recorder:   rec,
 		timeout:    timeout,

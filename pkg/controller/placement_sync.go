@@ -222,7 +222,9 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 		if lead := j.leader(); lead != nil && !gated(lead) {
 			// Released, not bound yet: its candidate domains stay reserved.
-			reserved.Insert(allowedDomains(lead, key)...)
+			allowed := allowedDomains(lead, key)
+			reserved.Insert(allowed...)
+			p.pinToSingleCandidate(&acts, key, j, sets.List(sets.New(allowed...)))
 			p.mu.Lock()
 			at, ok := p.releasedAt[lead.UID]
 			if !ok {
@@ -243,6 +245,11 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 		}
 	}
 
+	// Free domains are shared among all Jobs still without one, including
+	// Jobs whose pods do not exist yet: when there are about as many Jobs
+	// as domains, each leader gets a single candidate and its Job's other
+	// pods can be pinned at once instead of after the leader is bound.
+	unseen := p.jobsWithoutPods(key, v)
 	sort.SliceStable(pending, func(a, b int) bool { return pending[a].priority > pending[b].priority })
 	for i, j := range pending {
 		cand := candidateDomains(v.domains, holders, reserved, j.priority)
@@ -251,12 +258,13 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 				fmt.Sprintf("no free domain of node label %s for Job %s", key, j.name))
 			continue
 		}
-		size := len(cand) / (len(pending) - i)
+		size := len(cand) / (len(pending) - i + unseen)
 		if size < 1 {
 			size = 1
 		}
 		chosen := cand[:size]
 		p.planRelease(&acts, j.leader(), key, chosen)
+		p.pinToSingleCandidate(&acts, key, j, chosen)
 		reserved.Insert(chosen...)
 	}
 	if len(acts) > 0 {
@@ -266,6 +274,46 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 	p.forgetReleased(v)
 	p.setWaiting(key, waits)
 	return requeue, nil
+}
+
+// pinToSingleCandidate pins the gated pods of a Job whose leader may go to
+// one domain only: the domain is known before the leader is bound.
+func (p *placer) pinToSingleCandidate(acts *actions, key string, j *placedJob, allowed []string) {
+	if len(allowed) != 1 {
+		return
+	}
+	for _, pod := range j.live[1:] {
+		if gated(pod) {
+			p.planPin(acts, pod, key, allowed[0])
+		}
+	}
+}
+
+// jobsWithoutPods counts the active exclusive Jobs of the key that have no
+// domain and no pod in the cache yet: they will want a domain soon.
+func (p *placer) jobsWithoutPods(key string, v *topologyView) int {
+	seen := map[types.UID]bool{}
+	for _, j := range v.jobs {
+		seen[j.uid] = true
+	}
+	objs, err := p.jobs.ByIndex(topologyIndex, key)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, o := range objs {
+		job, ok := o.(*batchv1.Job)
+		if !ok || seen[job.UID] || job.Annotations[jobset.TopologyDomainKey] != "" {
+			continue
+		}
+		if _, strategy := job.Annotations[jobset.NodeSelectorStrategyKey]; strategy {
+			continue
+		}
+		if job.DeletionTimestamp == nil && jobFinished(job) == "" && !jobSuspended(job) {
+			n++
+		}
+	}
+	return n
 }
 
 // addWait records why a JobSet waits: a timeout outranks waiting for a

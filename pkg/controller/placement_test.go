@@ -499,3 +499,28 @@ func TestPlacementRetriesAFailedWrite(t *testing.T) {
 		t.Fatal("the retry did not release the leader")
 	}
 }
+
+func TestPlacementPinsFollowersOfASingleCandidateAtOnce(t *testing.T) {
+	// Four Jobs want a pool, four pools exist: two Jobs have pods, two do
+	// not yet. Each leader gets one pool, and its followers go with it in
+	// the same pass.
+	a, b, c, d := exclusiveJob("a", 0, ""), exclusiveJob("b", 1, ""), exclusiveJob("c", 2, ""), exclusiveJob("d", 3, "")
+	objs := append(poolNodes("p0", "p1", "p2", "p3"), a, b, c, d,
+		placedPod(a, 0, "", 0), placedPod(a, 1, "", 0), placedPod(b, 0, "", 0), placedPod(b, 1, "", 0))
+	fx := newFixture(t, objs...)
+	fx.place(true)
+	want := []string{"patch pods a-0", "patch pods a-1", "patch pods b-0", "patch pods b-1"}
+	if got := fx.writes(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("writes %v, want %v", got, want)
+	}
+	for _, job := range []string{"a", "b"} {
+		allowed := allowedDomains(fx.pod(job+"-0"), poolKey)
+		follower := fx.pod(job + "-1")
+		if len(allowed) != 1 || follower.Spec.NodeSelector[poolKey] != allowed[0] || gated(follower) {
+			t.Errorf("Job %s: leader may go to %v, follower nodeSelector %v gates %v", job, allowed, follower.Spec.NodeSelector, gateNames(follower))
+		}
+	}
+	if allowedDomains(fx.pod("a-0"), poolKey)[0] == allowedDomains(fx.pod("b-0"), poolKey)[0] {
+		t.Fatal("both leaders got the same pool")
+	}
+}
