@@ -236,7 +236,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 				requeue = minPositive(requeue, left)
 			} else {
 				addWait(waits, j.jsKey, reasonPlacementTimeout,
-					fmt.Sprintf("the first pod of Job %s was not scheduled within %s in any free domain of node label %s", j.name, p.timeout, key))
+					fmt.Sprintf("the first pod of a Job was not scheduled within %s in a free domain of node label %s", p.timeout, key))
 			}
 			continue
 		}
@@ -255,7 +255,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 		cand := candidateDomains(v.domains, holders, reserved, j.priority)
 		if len(cand) == 0 {
 			addWait(waits, j.jsKey, reasonWaitingForDomain,
-				fmt.Sprintf("no free domain of node label %s for Job %s", key, j.name))
+				fmt.Sprintf("Jobs wait for a free domain of node label %s", key))
 			continue
 		}
 		size := len(cand) / (len(pending) - i + unseen)
@@ -316,8 +316,9 @@ func (p *placer) jobsWithoutPods(key string, v *topologyView) int {
 	return n
 }
 
-// addWait records why a JobSet waits: a timeout outranks waiting for a
-// domain, otherwise the first Job's message stands.
+// addWait records why a JobSet waits; a timeout outranks waiting for a
+// domain. Messages name no Job, so that the condition (and its event)
+// changes once per wait, not whenever another Job is the first to wait.
 func addWait(waits map[string]placementWait, jsKey, reason, message string) {
 	if w, ok := waits[jsKey]; ok && (w.reason == reasonPlacementTimeout || reason != reasonPlacementTimeout) {
 		return

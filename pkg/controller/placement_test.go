@@ -261,7 +261,7 @@ func TestPlacementWaitsForAFreeDomain(t *testing.T) {
 		t.Fatalf("b-0 may go to %v, want [p1]", got)
 	}
 	w, ok := fx.c.placer.waitFor(ns + "/js")
-	if !ok || w.reason != reasonWaitingForDomain || !strings.Contains(w.message, "Job c") {
+	if !ok || w.reason != reasonWaitingForDomain || !strings.Contains(w.message, poolKey) {
 		t.Fatalf("waiting state %+v %v", w, ok)
 	}
 	// Nothing changes while nothing frees a domain: no writes.
