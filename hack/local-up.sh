@@ -37,6 +37,7 @@
 #   JOBSET [auto]               auto: build and start jobset-apiserver/-controller
 #                               when cmd/jobset-apiserver exists; 0: never; 1: required
 #   JOBSET_APISERVER_ARGS, JOBSET_CONTROLLER_ARGS   extra flags (word-split)
+#   KUBE_CONTROLLER_MANAGER_ARGS, KUBE_SCHEDULER_ARGS  extra flags (word-split)
 #   LOG_VERBOSITY [1]           --v of the kube components
 #   WAIT_TIMEOUT [120]          seconds to wait for each component
 #   SKIP_BUILD [0]              1: do not run hack/build-tools.sh / go build
@@ -400,6 +401,7 @@ wait_for kube-apiserver "kube-apiserver /readyz" probe -cert "${P}/admin.crt" -k
 # ---------------------------------------------------------------------------
 # kube-controller-manager and kube-scheduler
 
+# shellcheck disable=SC2086
 start kube-controller-manager "${BIN_DIR}/kube-controller-manager" \
   --v="${LOG_VERBOSITY}" \
   --kubeconfig="${KUBECONFIG_DIR}/kube-controller-manager.kubeconfig" \
@@ -415,7 +417,9 @@ start kube-controller-manager "${BIN_DIR}/kube-controller-manager" \
   --cluster-signing-cert-file="${P}/ca.crt" --cluster-signing-key-file="${P}/ca.key" \
   --service-cluster-ip-range="${SERVICE_CIDR}" \
   --flex-volume-plugin-dir="${DATA_DIR}/flexvolume" \
-  --leader-elect=false
+  --leader-elect=false \
+  ${KUBE_CONTROLLER_MANAGER_ARGS:-}
+# shellcheck disable=SC2086
 start kube-scheduler "${BIN_DIR}/kube-scheduler" \
   --v="${LOG_VERBOSITY}" \
   --kubeconfig="${KUBECONFIG_DIR}/kube-scheduler.kubeconfig" \
@@ -424,7 +428,8 @@ start kube-scheduler "${BIN_DIR}/kube-scheduler" \
   --bind-address=127.0.0.1 --secure-port="${SCHEDULER_PORT}" \
   --tls-cert-file="${P}/kube-scheduler-serving.crt" \
   --tls-private-key-file="${P}/kube-scheduler-serving.key" \
-  --leader-elect=false
+  --leader-elect=false \
+  ${KUBE_SCHEDULER_ARGS:-}
 wait_for kube-controller-manager "kube-controller-manager /healthz" probe "https://127.0.0.1:${KCM_PORT}/healthz"
 wait_for kube-scheduler "kube-scheduler /readyz" probe "https://127.0.0.1:${SCHEDULER_PORT}/readyz"
 

@@ -40,6 +40,10 @@ type options struct {
 	healthAddr  string
 	parallelism int
 
+	placementTimeout time.Duration
+	placementQPS     float32
+	placementBurst   int
+
 	metricsAddr       string
 	metricsMaxJobSets int
 	secureMetrics     *secureMetricsOptions
@@ -56,22 +60,25 @@ type options struct {
 
 func defaultOptions() *options {
 	return &options{
-		workers:        5,
-		qps:            50,
-		burst:          100,
-		resync:         12 * time.Hour,
-		healthAddr:     "127.0.0.1:8081",
-		metricsAddr:    "127.0.0.1:8080",
-		secureMetrics:  newSecureMetricsOptions(),
-		parallelism:    50,
-		leaderElect:    true,
-		leNamespace:    "kube-system",
-		leName:         "jobset-controller",
-		leaseDuration:  15 * time.Second,
-		renewDeadline:  10 * time.Second,
-		retryPeriod:    2 * time.Second,
-		shutdownGrace:  10 * time.Second,
-		apiWaitTimeout: 0,
+		workers:          5,
+		qps:              50,
+		burst:            100,
+		resync:           12 * time.Hour,
+		healthAddr:       "127.0.0.1:8081",
+		metricsAddr:      "127.0.0.1:8080",
+		secureMetrics:    newSecureMetricsOptions(),
+		parallelism:      50,
+		placementTimeout: 2 * time.Minute,
+		placementQPS:     100,
+		placementBurst:   200,
+		leaderElect:      true,
+		leNamespace:      "kube-system",
+		leName:           "jobset-controller",
+		leaseDuration:    15 * time.Second,
+		renewDeadline:    10 * time.Second,
+		retryPeriod:      2 * time.Second,
+		shutdownGrace:    10 * time.Second,
+		apiWaitTimeout:   0,
 	}
 }
 
@@ -86,6 +93,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
 	o.secureMetrics.addFlags(fs)
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
+	fs.Float32Var(&o.placementQPS, "placement-kube-api-qps", o.placementQPS, "Queries per second of the client that places the pods of exclusive-topology Jobs (its own budget: one write per pod).")
+	fs.IntVar(&o.placementBurst, "placement-kube-api-burst", o.placementBurst, "Burst of the client that places the pods of exclusive-topology Jobs.")
+	fs.DurationVar(&o.placementTimeout, "topology-placement-timeout", o.placementTimeout, "How long the first pod of an exclusive-topology Job may stay unscheduled before the JobSet reports it (condition TopologyPlacementPending).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.leName, "leader-elect-lease-name", o.leName, "Name of the leader election Lease.")
@@ -108,6 +118,12 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
 	}
 	errs = append(errs, o.secureMetrics.validate()...)
+	if o.placementQPS <= 0 || o.placementBurst < 1 {
+		errs = append(errs, errors.New("--placement-kube-api-qps must be positive and --placement-kube-api-burst at least 1"))
+	}
+	if o.placementTimeout <= 0 {
+		errs = append(errs, errors.New("--topology-placement-timeout must be positive"))
+	}
 	if o.parallelism < 1 {
 		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
 	}
@@ -174,6 +190,12 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
+	placementCfg := rest.CopyConfig(cfg)
+	placementCfg.QPS, placementCfg.Burst = o.placementQPS, o.placementBurst
+	placementKube, err := kubernetes.NewForConfig(placementCfg)
+	if err != nil {
+		return err
+	}
 	jsClient, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -236,7 +258,7 @@ func run(o *options) error {
 	runController := func(ctx context.Context) {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
 		c, err := controller.New(kube, jsClient, factories, controller.Options{
-			Recorder: recorder, Parallelism: o.parallelism,
+			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout, PlacementClient: placementKube,
 			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
 		})
 		if err != nil {

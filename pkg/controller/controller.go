@@ -66,6 +66,12 @@ type Options struct {
 	// WorkqueueMetrics, when set, receives the work queue's metrics
 	// instead of client-go's global provider (workqueue.SetProvider).
 	WorkqueueMetrics workqueue.MetricsProvider
+	// PlacementTimeout is how long the first pod of an exclusive Job may
+	// stay unscheduled before its JobSet reports it; 0 means two minutes.
+	PlacementTimeout time.Duration
+	// PlacementClient writes the pods (and domains) of exclusive-topology
+	// Jobs, with a rate limit of its own; nil uses the controller's client.
+	PlacementClient kubernetes.Interface
 }
 
 // Controller reconciles JobSets.
@@ -87,6 +93,7 @@ type Controller struct {
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
+	placer      *placer
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -182,6 +189,16 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
 		revInf.Informer().HasSynced,
 	}
+	placementClient := opts.PlacementClient
+	if placementClient == nil {
+		placementClient = kube
+	}
+	p, synced, err := newPlacer(placementClient, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
+	if err != nil {
+		return nil, err
+	}
+	c.placer = p
+	c.synced = append(c.synced, synced...)
 	return c, nil
 }
 
@@ -235,6 +252,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
+	go c.placer.run(ctx, 1)
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil

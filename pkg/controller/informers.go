@@ -50,12 +50,19 @@ func trimObject(obj interface{}) (interface{}, error) {
 type Factories struct {
 	Kube   informers.SharedInformerFactory
 	JobSet jsinformers.SharedInformerFactory
+	// PlacedPods (pods of exclusive Jobs) and Nodes (metadata) feed the
+	// topology placement.
+	PlacedPods informers.SharedInformerFactory
+	Nodes      informers.SharedInformerFactory
 }
 
 // NewFactories builds label-filtered, trimmed informer factories.
 func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
 	sel := childSelector()
+	pods, nodes := placementFactories(kube, resync)
 	return Factories{
+		PlacedPods: pods,
+		Nodes:      nodes,
 		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
 			informers.WithTransform(trimObject)),
@@ -68,12 +75,16 @@ func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time
 func (f Factories) Start(stop <-chan struct{}) {
 	f.Kube.Start(stop)
 	f.JobSet.Start(stop)
+	f.PlacedPods.Start(stop)
+	f.Nodes.Start(stop)
 }
 
 // Shutdown waits for the informers to stop.
 func (f Factories) Shutdown() {
 	f.Kube.Shutdown()
 	f.JobSet.Shutdown()
+	f.PlacedPods.Shutdown()
+	f.Nodes.Shutdown()
 }
 
 // keyForChild returns the JobSet key an owned object belongs to.

@@ -219,6 +219,7 @@ func constructJob(js *jobset.JobSet, layout *indexLayout, rj *jobset.ReplicatedJ
 	}
 	injectClaimVolumes(js, &job.Spec.Template.Spec)
 	applyNodeSelectorStrategy(job)
+	applyTopologyGate(job)
 	return job
 }
 

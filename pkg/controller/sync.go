@@ -170,6 +170,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 			errs = append(errs, err)
 		}
 		s.updateStartupConditions(now)
+		c.updatePlacementCondition(s, key, now)
 		if allJobsReady(js) {
 			s.endRestarting(reasonRestartingJobsReady, messageRestartingJobsReady, now)
 		}

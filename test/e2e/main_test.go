@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	// Its own directory and ports, so that a developer's `make run` can stay up.
-	c, err := localcluster.Start(localcluster.Options{Prefix: "E2E_", Dir: "_output/e2e", PortBase: 28400, Nodes: 8})
+	c, err := localcluster.Start(localcluster.Options{Prefix: "E2E_", Dir: "_output/e2e", PortBase: 28400, Nodes: 16})
 	defer c.Stop()
 	stack = c
 	if err != nil {

@@ -37,6 +37,17 @@ const (
 	NamespacedJobKey        = "alpha.jobset.sigs.k8s.io/namespaced-job"
 	NoScheduleTaintKey      = "alpha.jobset.sigs.k8s.io/no-schedule"
 
+	// TopologyGate is the scheduling gate that holds the pods of an
+	// exclusive Job until the controller has given them a topology domain.
+	TopologyGate = "jobset.sigs.k8s.io/topology-placement"
+	// ExclusivePlacementLabel marks the pods whose placement the controller
+	// drives, so that it can watch only those (a selector cannot match
+	// scheduling gates).
+	ExclusivePlacementLabel = "jobset.sigs.k8s.io/exclusive-placement"
+	// TopologyDomainKey records on a child Job the value of the exclusive
+	// topology label its pods were placed in.
+	TopologyDomainKey = "jobset.sigs.k8s.io/topology-domain"
+
 	// JobSetControllerName is the managedBy value of the built-in controller.
 	JobSetControllerName = "jobset.sigs.k8s.io/jobset-controller"
 

@@ -25,6 +25,9 @@ const (
 	NodeSelectorStrategyKey = jobset.NodeSelectorStrategyKey
 	NamespacedJobKey        = jobset.NamespacedJobKey
 	NoScheduleTaintKey      = jobset.NoScheduleTaintKey
+	TopologyGate            = jobset.TopologyGate
+	ExclusivePlacementLabel = jobset.ExclusivePlacementLabel
+	TopologyDomainKey       = jobset.TopologyDomainKey
 	JobSetControllerName    = jobset.JobSetControllerName
 	DefaultGroupName        = jobset.DefaultGroupName
 
