@@ -646,14 +646,25 @@ if [[ "${DEMO}" == 1 ]]; then
   elif [[ ${WITH_JOBSET} != 1 ]]; then
     local::log "DEMO: jobset-apiserver is not running; not applying ${example}"
   else
-    local::log "DEMO: kubectl apply -f ${example}"
-    kubectl apply -f "${example}"
-    # Give the controller a bounded chance to create the Jobs before showing them.
-    deadline=$((SECONDS + 30))
-    until [[ -n "$(kubectl get jobs -A -o name 2>/dev/null)" || ${SECONDS} -ge ${deadline} ]]; do
-      sleep 1
-    done
-    kubectl get jobsets,jobs,pods -o wide || true
+    # The cluster keeps its state across runs: a finished JobSet from an
+    # earlier demo cannot be changed, so start the demo afresh, once the
+    # garbage collector has removed the old Jobs too.
+    selector=jobset.sigs.k8s.io/jobset-name=simple
+    local::log "DEMO: kubectl delete --ignore-not-found --cascade=foreground -f ${example}; kubectl apply -f ${example}"
+    kubectl delete --ignore-not-found --cascade=foreground --wait=true --timeout=60s -f "${example}" || true
+    kubectl wait --for=delete jobs -l "${selector}" --timeout=60s >/dev/null 2>&1 || true
+    if kubectl apply -f "${example}"; then
+      # Give the controller a bounded chance to create the Jobs before showing them.
+      deadline=$((SECONDS + 30))
+      until [[ -n "$(kubectl get jobs -l "${selector}" -o name 2>/dev/null)" || ${SECONDS} -ge ${deadline} ]]; do
+        sleep 1
+      done
+      kubectl get jobsets,jobs,pods -o wide || true
+      local::log "DEMO: waiting for JobSet simple to complete (its pods finish after 10 to 20 s)"
+      kubectl wait --for=condition=Completed jobset/simple --timeout=120s && kubectl get jobset simple -o wide || true
+    else
+      local::log "DEMO: applying ${example} failed; the cluster stays up (see ${LOG_DIR})"
+    fi
   fi
 fi
 
