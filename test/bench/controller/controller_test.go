@@ -36,20 +36,7 @@ import (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	// Only bring a cluster up when a benchmark will run.
-	if !strings.Contains(strings.Join(os.Args, " "), "-test.bench") {
-		os.Exit(m.Run())
-	}
-	c, err := localcluster.Start(localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench", PortBase: 29400, Nodes: 16})
-	cluster = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		c.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	c.Stop()
-	os.Exit(code)
+	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench", PortBase: 29400, Nodes: 16}, &cluster))
 }
 
 func envInt(key string, def int) int {

@@ -41,23 +41,10 @@ const poolKey = "cloud.google.com/gke-nodepool"
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	// Only bring a cluster up when a benchmark will run.
-	if !strings.Contains(strings.Join(os.Args, " "), "-test.bench") {
-		os.Exit(m.Run())
-	}
-	c, err := localcluster.Start(localcluster.Options{
+	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{
 		Prefix: "BENCH_", Dir: "_output/bench-placement", PortBase: 30400, Nodes: 64,
 		Env: []string{"NODES_PER_POOL=2"},
-	})
-	cluster = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		c.Stop()
-		os.Exit(1)
-	}
-	code := m.Run()
-	c.Stop()
-	os.Exit(code)
+	}, &cluster))
 }
 
 func envInt(key string, def int) int {
