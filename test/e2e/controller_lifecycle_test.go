@@ -29,19 +29,7 @@ func TestSuspendEditResume(t *testing.T) {
 		return rjStatus(js, "workers").Ready == 2
 	})
 
-	kubectl(t, "patch", "jobset", "admit", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-	eventually(t, time.Minute, "every Job to be suspended", func(ctx context.Context) (bool, error) {
-		jobs, err := childJobs(ctx, ns, "admit")
-		if err != nil || len(jobs) != 2 {
-			return false, nil
-		}
-		for _, j := range jobs {
-			if !ptr.Deref(j.Spec.Suspend, false) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	suspendAndWait(t, ns, "admit", 2)
 	waitCondition(t, ns, "admit", v1alpha2.JobSetSuspended, time.Minute)
 
 	edit := `{"spec":{"replicatedJobs":[{"name":"workers","template":{"spec":{"template":{

@@ -77,6 +77,25 @@ func childJobs(ctx context.Context, ns, jobset string) ([]batchv1.Job, error) {
 	return list.Items, nil
 }
 
+// suspendAndWait suspends a JobSet with a merge patch and waits until its
+// Jobs (want of them; 0 means any number but none) are all suspended.
+func suspendAndWait(t *testing.T, ns, name string, want int) {
+	t.Helper()
+	kubectl(t, "patch", "jobset", name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+	eventually(t, time.Minute, "every Job to be suspended", func(ctx context.Context) (bool, error) {
+		jobs, err := childJobs(ctx, ns, name)
+		if err != nil || len(jobs) == 0 || (want > 0 && len(jobs) != want) {
+			return false, nil
+		}
+		for _, j := range jobs {
+			if !ptr.Deref(j.Spec.Suspend, false) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // waitCondition waits until the JobSet has the condition with status True.
 func waitCondition(t *testing.T, ns, name string, cond v1alpha2.JobSetConditionType, timeout time.Duration) *v1alpha2.JobSet {
 	t.Helper()
@@ -288,19 +307,7 @@ func TestCreatedSuspendedThenResumed(t *testing.T) {
 	}
 
 	// Suspend and resume again: the next execution attempt.
-	kubectl(t, "patch", "jobset", "queued", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-	eventually(t, time.Minute, "every Job to be suspended", func(ctx context.Context) (bool, error) {
-		jobs, err := childJobs(ctx, ns, "queued")
-		if err != nil || len(jobs) == 0 {
-			return false, nil
-		}
-		for _, j := range jobs {
-			if !ptr.Deref(j.Spec.Suspend, false) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	suspendAndWait(t, ns, "queued", 0)
 	before := getJobSet(t, ns, "queued").Status.ExecutionAttempts
 	kubectl(t, "patch", "jobset", "queued", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	eventually(t, time.Minute, "execution attempts to grow on resume", func(ctx context.Context) (bool, error) {

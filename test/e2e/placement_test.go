@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,12 +294,8 @@ func TestNoWebhooksInDeployment(t *testing.T) {
 	}
 	for _, c := range mut.Items {
 		for _, w := range c.Webhooks {
-			for _, r := range w.Rules {
-				for _, res := range r.Resources {
-					if res == "pods" || res == "*" {
-						t.Errorf("mutating webhook %s/%s intercepts pods", c.Name, w.Name)
-					}
-				}
+			if interceptsPods(w.Rules) {
+				t.Errorf("mutating webhook %s/%s intercepts pods", c.Name, w.Name)
 			}
 		}
 	}
@@ -308,13 +305,21 @@ func TestNoWebhooksInDeployment(t *testing.T) {
 	}
 	for _, c := range val.Items {
 		for _, w := range c.Webhooks {
-			for _, r := range w.Rules {
-				for _, res := range r.Resources {
-					if res == "pods" || res == "*" {
-						t.Errorf("validating webhook %s/%s intercepts pods", c.Name, w.Name)
-					}
-				}
+			if interceptsPods(w.Rules) {
+				t.Errorf("validating webhook %s/%s intercepts pods", c.Name, w.Name)
 			}
 		}
 	}
+}
+
+// interceptsPods reports whether webhook rules match pods.
+func interceptsPods(rules []admissionregistrationv1.RuleWithOperations) bool {
+	for _, r := range rules {
+		for _, res := range r.Resources {
+			if res == "pods" || res == "*" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -213,19 +213,7 @@ func TestUpdateWhileSuspendedAppliedAtResume(t *testing.T) {
 	r1 := js.Status.CurrentRevision
 	waitJobs(t, ns, "paused", 2, "0")
 
-	kubectl(t, "patch", "jobset", "paused", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-	eventually(t, time.Minute, "every Job to be suspended", func(ctx context.Context) (bool, error) {
-		jobs, err := childJobs(ctx, ns, "paused")
-		if err != nil || len(jobs) != 2 {
-			return false, nil
-		}
-		for _, j := range jobs {
-			if !ptr.Deref(j.Spec.Suspend, false) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	suspendAndWait(t, ns, "paused", 2)
 	if out, err := setImage(ns, "paused", imageV2); err != nil {
 		t.Fatalf("changing the image while suspended: %v\n%s", err, out)
 	}
