@@ -55,8 +55,9 @@ test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	cd hack/tools/localtool && $(GO) test $(GO_TEST_FLAGS) ./...
 
-test-integration: ## The real API server on a real (embedded) etcd, in process.
-	$(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
+test-integration: ## The real API server on a real (embedded) etcd, in process (and the pinned kubectl).
+	hack/build-tools.sh kubectl
+	KUBECTL=$(CURDIR)/$(BIN)/kubectl $(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
 
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}

@@ -10,7 +10,13 @@ MODULE="github.com/nativejobset/jobset"
 BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 REPORT="${ROOT}/hack/api-rules/violation_exceptions.list"
 
-CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+# `go list -m` prints an empty Dir until the module is in the module cache,
+# so fetch it first: on a fresh machine the cache starts empty.
+CODEGEN_PKG="$(go mod download -json k8s.io/code-generator | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+if [[ -z "${CODEGEN_PKG}" || ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+    echo "cannot find k8s.io/code-generator in the module cache (go mod download failed?)" >&2
+    exit 1
+fi
 export GOBIN="${ROOT}/_output/codegen-bin"
 mkdir -p "${GOBIN}"
 

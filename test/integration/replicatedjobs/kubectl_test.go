@@ -11,13 +11,37 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nativejobset/jobset/test/integration/framework"
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
-// kubectl runs the kubectl on PATH against the server and returns its
-// combined output.
+// kubectlBinary finds the kubectl to drive the server with: $KUBECTL, else
+// the pinned build in _output/bin (make test builds it first), else the one
+// on PATH. Without one the test skips, except in CI, where it must run.
+func kubectlBinary(t *testing.T) string {
+	t.Helper()
+	candidates := []string{os.Getenv("KUBECTL"), filepath.Join(localcluster.RepoRoot(), "_output", "bin", "kubectl")}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if _, err := os.Stat(c); err == nil {
+			return c
+		}
+	}
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no kubectl: set KUBECTL or run hack/build-tools.sh kubectl (make test-integration does)")
+	}
+	t.Skip("no kubectl: set KUBECTL or run hack/build-tools.sh kubectl")
+	return ""
+}
+
+// kubectl runs kubectl against the server and returns its combined output.
 func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command(kubectlBinary(t), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(filepath.Dir(kubeconfig), "cache"))
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -46,9 +70,7 @@ func writeKubeconfig(t *testing.T, s *framework.Server) string {
 // TestKubectl drives replicatedjobs with kubectl: get by short name, scale
 // by kind/name, and explain through the OpenAPI kind.
 func TestKubectl(t *testing.T) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl not on PATH")
-	}
+	kubectlBinary(t)
 	s := framework.StartServer(t)
 	kc := writeKubeconfig(t, s)
 	ns := "rj-kubectl"
