@@ -2,6 +2,7 @@ package replicatedjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -110,9 +111,24 @@ func translateError(err error, name string) error {
 	case apierrors.IsNotFound(err):
 		return notFound(name)
 	case apierrors.IsConflict(err):
+		if ownConflict(err) {
+			// Raised by the scale update itself, with a specific reason.
+			return err
+		}
 		return apierrors.NewConflict(Resource, name, fmt.Errorf("the JobSet has been modified since the scale was read; read the scale again and retry"))
 	}
 	return err
+}
+
+// ownConflict says whether a conflict was raised for the ReplicatedJob (by
+// the scale update) rather than by the JobSet store.
+func ownConflict(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Group == Resource.Group && d.Kind == Resource.Resource
 }
 
 // parallelismOf is the template's parallelism; a Job without one runs one
