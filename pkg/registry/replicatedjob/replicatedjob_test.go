@@ -248,7 +248,8 @@ func TestTranslateConflict(t *testing.T) {
 	if got := translateError(own, "js.workers"); !strings.Contains(got.Error(), "the JobSet was recreated") {
 		t.Fatalf("own conflict rewritten: %v", got)
 	}
-	store := apierrors.NewConflict(jobset.Resource("jobsets"), "js", errors.New("object was modified"))
+	// The JobSet store names the JobSet.
+	store := apierrors.NewConflict(Resource, "js", errors.New("object was modified"))
 	got := translateError(store, "js.workers")
 	if !apierrors.IsConflict(got) || !strings.Contains(got.Error(), `"js.workers"`) || !strings.Contains(got.Error(), "read the scale again") {
 		t.Fatalf("store conflict = %v", got)
