@@ -83,8 +83,8 @@ func TestMetricsServed(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`jobset_restarts_total{reason="failure"} 0`,
-		`jobset_completed_total 0`,
-		`jobset_failed_total{reason="FailedJobs"} 1`,
+		`jobset_failed_total{jobset_name="train",namespace="ns"} 1`,
+		`jobset_failed_by_reason_total{reason="FailedJobs"} 1`,
 		`jobset_reconcile_duration_seconds_count 1`,
 		`jobset_reconcile_errors_total 0`,
 		`workqueue_depth{name="jobset"} 1`,

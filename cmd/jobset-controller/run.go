@@ -216,7 +216,7 @@ func run(o *options) error {
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return err
 	}
-	recorder := broadcaster.NewRecorder(scheme, controller.ControllerName)
+	recorder := broadcaster.NewRecorder(scheme, controller.EventReportingController)
 
 	m, err := newControllerMetrics(o.metricsMaxJobSets)
 	if err != nil {

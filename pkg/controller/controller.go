@@ -35,6 +35,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -46,9 +47,15 @@ import (
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
 
-// ControllerName is the reporting controller of events and the managedBy
-// value this controller handles.
+// ControllerName is the managedBy value this controller handles.
 const ControllerName = jobset.JobSetControllerName
+
+// Upstream's events.k8s.io fields, so that event queries and dashboards
+// written for upstream find ours: reportingController and action.
+const (
+	EventReportingController = "jobset"
+	EventAction              = "Reconciling"
+)
 
 // defaultParallelism bounds concurrent child writes of one sync.
 const defaultParallelism = 50
@@ -84,6 +91,7 @@ type Controller struct {
 	svcLister corelisters.ServiceLister
 	pvcLister corelisters.PersistentVolumeClaimLister
 	revLister appslisters.ControllerRevisionLister
+	pcLister  schedulinglisters.PriorityClassLister
 	synced    []cache.InformerSynced
 
 	queue       workqueue.TypedRateLimitingInterface[string]
@@ -184,10 +192,14 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	}); err != nil {
 		return nil, err
 	}
+	// PriorityClasses carry no JobSet label: they come from the unfiltered
+	// factory of cluster-scoped objects.
+	pcInf := f.Nodes.Scheduling().V1().PriorityClasses()
+	c.pcLister = pcInf.Lister()
 	c.synced = []cache.InformerSynced{
 		jsInf.Informer().HasSynced, jobInf.Informer().HasSynced,
 		svcInf.Informer().HasSynced, pvcInf.Informer().HasSynced,
-		revInf.Informer().HasSynced,
+		revInf.Informer().HasSynced, pcInf.Informer().HasSynced,
 	}
 	placementClient := opts.PlacementClient
 	if placementClient == nil {
@@ -367,7 +379,7 @@ func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, erro
 
 func (c *Controller) emit(js *jobset.JobSet, evs []event) {
 	for _, e := range evs {
-		c.recorder.Eventf(js, nil, e.eventType, e.reason, "Reconcile", "%s", e.message)
+		c.recorder.Eventf(js, nil, e.eventType, e.reason, EventAction, "%s", e.message)
 	}
 }
 
@@ -378,7 +390,7 @@ func (c *Controller) warn(js *jobset.JobSet, reason string, err error) {
 	if len(msg) > maxNoteLen {
 		msg = msg[:maxNoteLen-3] + "..."
 	}
-	c.recorder.Eventf(js, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", msg)
+	c.recorder.Eventf(js, nil, corev1.EventTypeWarning, reason, EventAction, "%s", msg)
 }
 
 const maxNoteLen = 1000

@@ -107,6 +107,8 @@ type jobParams struct {
 	// Job is built from; empty when unknown.
 	templateRevision string
 	suspend          bool
+	// priority of the Job's pods, labelled on them; nil when unknown.
+	priority *int32
 }
 
 // childMetadata returns the labels and annotations that every child Job and
@@ -128,9 +130,7 @@ func childMetadata(js *jobset.JobSet, layout *indexLayout, rj *jobset.Replicated
 		jobset.JobGroupIndexKey:      strconv.Itoa(int(layout.groupOffset[rj.Name]) + jobIdx),
 		jobset.JobKey:                jobHashKey(js.Namespace, name),
 		jobset.RestartsKey:           strconv.Itoa(int(p.restarts)),
-	}
-	if p.jobRestarts > 0 {
-		common[jobset.JobRestartsKey] = strconv.Itoa(int(p.jobRestarts))
+		jobset.JobRestartsKey:        strconv.Itoa(int(p.jobRestarts)),
 	}
 	if js.Spec.Coordinator != nil {
 		common[jobset.CoordinatorKey] = coordinatorEndpoint(js)
@@ -146,11 +146,11 @@ func childMetadata(js *jobset.JobSet, layout *indexLayout, rj *jobset.Replicated
 		annotations[jobset.TemplateRevisionKey] = p.templateRevision
 	}
 	// Exclusive placement is requested per JobSet or per replicatedJob and
-	// travels as annotations only.
+	// travels as annotations only. The template's topology key wins; a
+	// node-selector strategy requested at either level applies, as upstream.
 	for _, src := range []map[string]string{js.Annotations, rj.Template.Annotations} {
 		if topology, ok := src[jobset.ExclusiveKey]; ok {
 			annotations[jobset.ExclusiveKey] = topology
-			delete(annotations, jobset.NodeSelectorStrategyKey)
 			if v, ok := src[jobset.NodeSelectorStrategyKey]; ok {
 				annotations[jobset.NodeSelectorStrategyKey] = v
 			}
@@ -219,6 +219,7 @@ func constructJob(js *jobset.JobSet, layout *indexLayout, rj *jobset.ReplicatedJ
 	}
 	injectClaimVolumes(js, &job.Spec.Template.Spec)
 	applyNodeSelectorStrategy(job)
+	applyPriorityLabel(job, p.priority)
 	applyTopologyGate(job)
 	return job
 }

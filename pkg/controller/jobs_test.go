@@ -6,7 +6,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -57,8 +60,10 @@ func TestConstructJob(t *testing.T) {
 				jobset.JobGroupIndexKey:      "2",
 				jobset.JobKey:                "20dc345bc2e84bd8edbf2a3c1e402ea64730add9",
 				jobset.RestartsKey:           "0",
+				// Written on the first attempt too, as upstream.
+				jobset.JobRestartsKey: "0",
 			},
-			absent:    []string{jobset.JobRestartsKey, jobset.CoordinatorKey, jobset.ExecutionAttemptKey},
+			absent:    []string{jobset.CoordinatorKey, jobset.ExecutionAttemptKey, jobset.PriorityKey},
 			wantAnno:  map[string]string{jobset.ExecutionAttemptKey: "0"},
 			subdomain: "js",
 		},
@@ -305,4 +310,81 @@ func TestExclusivePlacementAnnotations(t *testing.T) {
 	if tl := w.Spec.Template.Spec.Tolerations; len(tl) != 1 || tl[0].Key != jobset.NoScheduleTaintKey || tl[0].Effect != corev1.TaintEffectNoSchedule {
 		t.Fatalf("tolerations = %+v", tl)
 	}
+}
+
+// A JobSet-level node-selector strategy applies to a replicatedJob whose
+// template sets its own exclusive-topology key, as upstream.
+func TestExclusiveTemplateKeepsJobSetNodeSelectorStrategy(t *testing.T) {
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Annotations = map[string]string{jobset.ExclusiveKey: "rack", jobset.NodeSelectorStrategyKey: "true"}
+		js.Spec.ReplicatedJobs[1].Template.Annotations[jobset.ExclusiveKey] = "zone"
+	})
+	w := constructJob(js, newIndexLayout(js), &js.Spec.ReplicatedJobs[1], 0, jobParams{})
+	if w.Annotations[jobset.ExclusiveKey] != "zone" || w.Annotations[jobset.NodeSelectorStrategyKey] != "true" {
+		t.Fatalf("annotations = %v", w.Annotations)
+	}
+	if w.Spec.Template.Spec.NodeSelector[jobset.NamespacedJobKey] != "default_js-workers-0" {
+		t.Fatalf("nodeSelector = %v", w.Spec.Template.Spec.NodeSelector)
+	}
+	if len(w.Spec.Template.Spec.SchedulingGates) != 0 {
+		t.Fatalf("gated under the node-selector strategy: %v", w.Spec.Template.Spec.SchedulingGates)
+	}
+}
+
+// The pods carry jobset.sigs.k8s.io/priority, resolved as the Priority
+// admission plugin resolves it, and not under the node-selector strategy.
+func TestPriorityLabel(t *testing.T) {
+	classes := []*schedulingv1.PriorityClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
+		{ObjectMeta: metav1.ObjectMeta{Name: "neg"}, Value: -5},
+		{ObjectMeta: metav1.ObjectMeta{Name: "default-low"}, Value: 10, GlobalDefault: true},
+		{ObjectMeta: metav1.ObjectMeta{Name: "default-lower"}, Value: 7, GlobalDefault: true},
+	}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, pc := range classes {
+		if err := idx.Add(pc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lister := schedulinglisters.NewPriorityClassLister(idx)
+	empty := schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	cases := []struct {
+		name   string
+		lister schedulinglisters.PriorityClassLister
+		spec   corev1.PodSpec
+		want   string // "" when no label
+	}{
+		{"class value", lister, corev1.PodSpec{PriorityClassName: "high"}, "1000"},
+		{"negative value", lister, corev1.PodSpec{PriorityClassName: "neg"}, "n5"},
+		{"explicit priority wins", lister, corev1.PodSpec{PriorityClassName: "high", Priority: ptr.To[int32](3)}, "3"},
+		{"global default, lowest", lister, corev1.PodSpec{}, "7"},
+		{"no classes at all", empty, corev1.PodSpec{}, "0"},
+		{"unknown class", lister, corev1.PodSpec{PriorityClassName: "missing"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			js := newJobSet("js", func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec = tc.spec })
+			p := jobParams{}
+			if v, ok := podPriority(tc.lister, &js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec); ok {
+				p.priority = &v
+			}
+			job := constructJob(js, newIndexLayout(js), &js.Spec.ReplicatedJobs[0], 0, p)
+			got, ok := job.Spec.Template.Labels[jobset.PriorityKey]
+			if got != tc.want || ok != (tc.want != "") {
+				t.Fatalf("pod label %s = %q (set %v), want %q", jobset.PriorityKey, got, ok, tc.want)
+			}
+			if _, onJob := job.Labels[jobset.PriorityKey]; onJob {
+				t.Fatalf("priority label on the Job; upstream puts it on pods only")
+			}
+		})
+	}
+	t.Run("node-selector strategy", func(t *testing.T) {
+		js := newJobSet("js", func(js *jobset.JobSet) {
+			js.Annotations = map[string]string{jobset.ExclusiveKey: "rack", jobset.NodeSelectorStrategyKey: "true"}
+		})
+		job := constructJob(js, newIndexLayout(js), &js.Spec.ReplicatedJobs[0], 0, jobParams{priority: ptr.To[int32](1)})
+		if _, ok := job.Spec.Template.Labels[jobset.PriorityKey]; ok {
+			t.Fatalf("priority label set under the node-selector strategy")
+		}
+	})
 }

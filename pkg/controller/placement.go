@@ -12,7 +12,7 @@ package controller
 //  1. A Job without a domain gets its leader (its live pod of lowest
 //     completion index) released: the gate is removed and a required node
 //     affinity term restricts it to a set of candidate domains, i.e. values
-//     of the label that no other Job of equal or higher priority holds and
+//     of the label that no other Job of the same priority holds and
 //     that no other leader in flight may go to. Leaders released in the
 //     same pass get disjoint candidate sets, so two leaders can never meet
 //     in one domain, while the scheduler still picks the node (and, within
@@ -21,7 +21,7 @@ package controller
 //     it is recorded on the Job (TopologyDomainKey) and every other gated
 //     pod of the Job gets nodeSelector {key: domain} and loses its gate.
 //  3. Pods bound outside their Job's domain (a node relabelled, two Jobs of
-//     equal priority in one domain) are deleted with a DisruptionTarget
+//     the same priority in one domain) are deleted with a DisruptionTarget
 //     condition; their replacements are placed again.
 //
 // Kubernetes allows adding nodeSelector entries and node affinity

@@ -208,7 +208,7 @@ func (p *placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, me
 		return
 	}
 	if j.job != nil && p.recorder != nil {
-		p.recorder.Eventf(j.job, nil, corev1.EventTypeWarning, reasonMisplacedPodsDisrupted, "Repair",
+		p.recorder.Eventf(j.job, nil, corev1.EventTypeWarning, reasonMisplacedPodsDisrupted, EventAction,
 			"deleting %d pod(s): %s", len(pods), message)
 	}
 	for _, pod := range pods {

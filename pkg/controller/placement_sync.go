@@ -26,7 +26,7 @@ const (
 	reasonPlacementTimeout       = "TopologyPlacementTimeout"
 	reasonPlaced                 = "TopologyPlaced"
 	messagePlaced                = "every Job has a topology domain"
-	reasonMisplacedPodsDisrupted = "ExclusiveTopologyViolation"
+	reasonMisplacedPodsDisrupted = "ExclusivePlacementViolation"
 )
 
 // placedJob is what one pass knows about an exclusive child Job.
@@ -351,24 +351,25 @@ func (p *placer) forgetReleased(v *topologyView) {
 }
 
 // candidateDomains are the domains a leader of priority prio may go to:
-// none held by a Job of equal or higher priority and none reserved for a
-// leader in flight. Free domains come first, then domains held only by
-// lower priorities (where the scheduler may preempt), each sorted.
+// none held by a Job of the same priority and none reserved for a leader in
+// flight. As upstream's anti-affinity, only Jobs of the same priority
+// exclude each other. Free domains come first, then domains held only by
+// other priorities (where the scheduler may preempt), each sorted.
 func candidateDomains(all sets.Set[string], holders []holder, reserved sets.Set[string], prio int32) []string {
 	blocked := sets.New[string]()
-	lower := sets.New[string]()
+	other := sets.New[string]()
 	for _, h := range holders {
-		if h.priority >= prio {
+		if h.priority == prio {
 			blocked.Insert(h.domain)
 		} else {
-			lower.Insert(h.domain)
+			other.Insert(h.domain)
 		}
 	}
 	var free, preempt []string
 	for _, d := range sets.List(all) {
 		switch {
 		case blocked.Has(d) || reserved.Has(d):
-		case lower.Has(d):
+		case other.Has(d):
 			preempt = append(preempt, d)
 		default:
 			free = append(free, d)
@@ -396,29 +397,27 @@ func allowedDomains(pod *corev1.Pod, key string) []string {
 }
 
 // duplicateHolders returns the active Jobs that share a domain with an
-// earlier holder whose priority is not lower: they were placed wrongly (a
-// race or a relabelled node) and must leave the domain. A newcomer of
-// higher priority may share a domain, as the scheduler may preempt for it.
-// Jobs that recorded their domain come before those that did not.
+// earlier holder of the same priority: they were placed wrongly (a race or
+// a relabelled node) and must leave the domain. Jobs of different
+// priorities may share a domain, as upstream allows (the scheduler may
+// preempt). Jobs that recorded their domain come before those that did not.
 func duplicateHolders(jobs []*placedJob) map[types.UID]bool {
-	byDomain := map[string][]*placedJob{}
+	type slot struct {
+		domain   string
+		priority int32
+	}
+	bySlot := map[slot][]*placedJob{}
 	for _, j := range jobs {
 		if j.active() && j.domain != "" {
-			byDomain[j.domain] = append(byDomain[j.domain], j)
+			k := slot{j.domain, j.priority}
+			bySlot[k] = append(bySlot[k], j)
 		}
 	}
 	out := map[types.UID]bool{}
-	for _, js := range byDomain {
+	for _, js := range bySlot {
 		sort.SliceStable(js, func(a, b int) bool { return js[a].recorded != "" && js[b].recorded == "" })
-		var maxPrio int32
-		for i, j := range js {
-			if i > 0 && j.priority <= maxPrio {
-				out[j.uid] = true
-				continue
-			}
-			if i == 0 || j.priority > maxPrio {
-				maxPrio = j.priority
-			}
+		for _, j := range js[1:] {
+			out[j.uid] = true
 		}
 	}
 	return out
@@ -459,7 +458,7 @@ func (p *placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
 			bound = append(bound, pod)
 		}
 	}
-	p.disruptPods(acts, j, bound, fmt.Sprintf("another Job of equal or higher priority holds the topology domain %s=%s", v.key, j.domain))
+	p.disruptPods(acts, j, bound, fmt.Sprintf("another Job of the same priority holds the topology domain %s=%s", v.key, j.domain))
 }
 
 // placementParallelism bounds the placement writes in flight.

@@ -341,7 +341,8 @@ func TestPlacementRepairsMisplacedPods(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := body.Status.Conditions
-			if len(c) != 1 || c[0].Type != corev1.DisruptionTarget || c[0].Status != corev1.ConditionTrue || c[0].Reason != reasonMisplacedPodsDisrupted {
+			// Upstream's reason, spelled out: users match on it.
+			if len(c) != 1 || c[0].Type != corev1.DisruptionTarget || c[0].Status != corev1.ConditionTrue || c[0].Reason != "ExclusivePlacementViolation" {
 				t.Fatalf("status patch %s", p.GetPatch())
 			}
 		}
@@ -374,7 +375,9 @@ func TestDuplicateHolders(t *testing.T) {
 		{"equal priority newcomer", []*placedJob{job("a", 0, "d"), job("b", 0, "")}, []string{"b"}},
 		{"recorded one wins over an earlier unrecorded one", []*placedJob{job("a", 0, ""), job("b", 0, "d")}, []string{"a"}},
 		{"higher priority newcomer may share", []*placedJob{job("a", 0, "d"), job("b", 5, "")}, nil},
-		{"lower priority newcomer leaves", []*placedJob{job("a", 5, "d"), job("b", 0, "")}, []string{"b"}},
+		// As upstream's anti-affinity: only the same priority excludes.
+		{"lower priority newcomer may share", []*placedJob{job("a", 5, "d"), job("b", 0, "")}, nil},
+		{"same priority among others", []*placedJob{job("a", 5, "d"), job("b", 0, "d"), job("c", 5, "")}, []string{"c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -397,8 +400,8 @@ func TestCandidateDomains(t *testing.T) {
 		prio int32
 		want []string
 	}{
-		{0, []string{"p2"}},
-		{5, []string{"p2", "p1"}},        // may preempt the lower priority in p1, free ones first
+		{0, []string{"p2", "p0"}},        // a higher priority holder does not exclude (upstream)
+		{5, []string{"p2", "p0", "p1"}},  // other priorities only, free ones first
 		{10, []string{"p2", "p1"}},       // equal priority never shares
 		{20, []string{"p2", "p0", "p1"}}, // higher than both
 	} {

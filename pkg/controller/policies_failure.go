@@ -126,14 +126,13 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 
 	switch action {
 	case jobset.FailJobSet:
-		msg := withFirstFailedJob(messageFailJobSetAction, job.Name)
-		s.eventf(corev1.EventTypeWarning, reasonFailJobSetAction, "%s", msg)
-		s.setFailed(reasonFailJobSetAction, msg, now)
+		// One event: the Failed condition's.
+		s.setFailed(reasonFailJobSetAction, withFirstFailedJob(messageFailJobSetAction, job.Name), now)
 		s.record(func(m Metrics) { m.Failed(js, reasonFailJobSetAction) })
 
 	case jobset.RestartJobSet, jobset.RestartJobSetAndIgnoreMaxRestarts:
 		counts := action == jobset.RestartJobSet
-		if counts && js.Status.RestartsCountTowardsMax >= fp.MaxRestarts {
+		if counts && restartsCountedTowardsMax(&js.Status) >= int64(fp.MaxRestarts) {
 			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
 			s.record(func(m Metrics) { m.Failed(js, reasonReachedMaxRestarts) })
 			return
@@ -150,6 +149,7 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		s.newExecutionAttempt(RestartReasonFailure)
 		s.eventf(corev1.EventTypeWarning, reason, "%s", msg)
 		s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, restartingReason, msg, corev1.EventTypeWarning, now)
+		s.restartStartup(now)
 		s.record(func(m Metrics) { m.Restarted(js, RestartReasonFailure) })
 
 	case jobset.RestartJob, jobset.RestartJobAndIgnoreMaxRestarts:
@@ -165,9 +165,7 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 			s.record(func(m Metrics) { m.Restarted(js, RestartReasonFailure) })
 			return
 		}
-		grow(&st.JobRestarts, int(idx)+1)
-		grow(&st.JobRestartsCountTowardsMax, int(idx)+1)
-		if counts && st.JobRestartsCountTowardsMax[idx] >= fp.MaxRestarts {
+		if counts && restartsCountedTowardsMax(&js.Status) >= int64(fp.MaxRestarts) {
 			s.setFailed(reasonReachedMaxRestarts, withFirstFailedJob(messageReachedMaxRestarts, job.Name), now)
 			s.record(func(m Metrics) { m.Failed(js, reasonReachedMaxRestarts) })
 			return
@@ -176,8 +174,16 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		if !counts {
 			reason, base = reasonRestartJobIgnoreMaxAction, messageRestartJobIgnoreMaxAction
 		}
+		// The arrays have one entry per Job of the replicatedJob; the
+		// counted one only exists once a counted restart happened.
+		size := int(idx) + 1
+		if rj := rjSpec(js, rjName); rj != nil {
+			size = max(size, int(replicasOf(rj)))
+		}
+		grow(&st.JobRestarts, size)
 		st.JobRestarts[idx]++
 		if counts {
+			grow(&st.JobRestartsCountTowardsMax, size)
 			st.JobRestartsCountTowardsMax[idx]++
 		}
 		s.eventf(corev1.EventTypeWarning, reason, "%s", withFirstFailedJob(base, job.Name))
@@ -189,6 +195,29 @@ func (c *Controller) executeFailurePolicy(s *syncState, failed []*batchv1.Job, n
 		s.setFailed(reasonFailedJobs, withFirstFailedJob(messageFailedJobs, job.Name), now)
 		s.record(func(m Metrics) { m.Failed(js, reasonFailedJobs) })
 	}
+}
+
+// restartsCountedTowardsMax is the one restart budget of a JobSet, as
+// upstream counts it: whole-JobSet restarts plus every per-Job restart that
+// counts toward maxRestarts.
+func restartsCountedTowardsMax(status *jobset.JobSetStatus) int64 {
+	total := int64(status.RestartsCountTowardsMax)
+	for i := range status.ReplicatedJobsStatus {
+		for _, n := range status.ReplicatedJobsStatus[i].JobRestartsCountTowardsMax {
+			total += int64(n)
+		}
+	}
+	return total
+}
+
+// rjSpec returns the replicatedJob of the spec with that name, or nil.
+func rjSpec(js *jobset.JobSet, name string) *jobset.ReplicatedJob {
+	for i := range js.Spec.ReplicatedJobs {
+		if js.Spec.ReplicatedJobs[i].Name == name {
+			return &js.Spec.ReplicatedJobs[i]
+		}
+	}
+	return nil
 }
 
 func statusFor(status *jobset.JobSetStatus, name string) *jobset.ReplicatedJobStatus {

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -141,9 +142,12 @@ func TestFailurePolicyActions(t *testing.T) {
 		jobRestartsMax []int32
 		restarting     string // RestartingJobSet reason, "" when absent
 		event          string
+		// eventOnce: the event is emitted exactly once.
+		eventOnce bool
 	}
 	cases := []struct {
 		name   string
+		mods   func(*jobset.JobSet)
 		policy *jobset.FailurePolicy
 		status jobset.JobSetStatus
 		want   want
@@ -161,7 +165,7 @@ func TestFailurePolicyActions(t *testing.T) {
 			name:   "FailJobSet",
 			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "r0", Action: jobset.FailJobSet}}},
 			want: want{failedReason: "FailJobSetFailurePolicyAction", failedMessage: "applying FailJobSet failure policy action (first failed job: js-workers-1)",
-				event: "Warning FailJobSetFailurePolicyAction applying FailJobSet failure policy action (first failed job: js-workers-1)"},
+				event: "Warning FailJobSetFailurePolicyAction applying FailJobSet failure policy action (first failed job: js-workers-1)", eventOnce: true},
 		},
 		{
 			name:   "RestartJobSet under maxRestarts",
@@ -195,6 +199,36 @@ func TestFailurePolicyActions(t *testing.T) {
 				event: "Warning RestartJobFailurePolicyAction applying RestartJob failure policy action (first failed job: js-workers-1)"},
 		},
 		{
+			name:   "jobRestarts is sized to the replicatedJob's replicas",
+			mods:   func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[1].Replicas = ptr.To[int32](4) },
+			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJob}}},
+			want:   want{jobRestarts: []int32{0, 1, 0, 0}, jobRestartsMax: []int32{0, 1, 0, 0}},
+		},
+		{
+			name:   "RestartJobAndIgnoreMaxRestarts leaves jobRestartsCountTowardsMax unset",
+			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJobAndIgnoreMaxRestarts}}},
+			want:   want{jobRestarts: []int32{0, 1}},
+		},
+		{
+			name:   "RestartJob: one budget across Jobs (another Job used it up)",
+			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJob}}},
+			status: jobset.JobSetStatus{ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{{Name: "workers", JobRestarts: []int32{1, 0}, JobRestartsCountTowardsMax: []int32{1, 0}}}},
+			want:   want{failedReason: "ReachedMaxRestarts", jobRestarts: []int32{1, 0}, jobRestartsMax: []int32{1, 0}},
+		},
+		{
+			name:   "RestartJob: whole-JobSet restarts count in the same budget",
+			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJob}}},
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 1},
+			want:   want{failedReason: "ReachedMaxRestarts", restarts: 1, countTowards: 1, execAttempts: 1},
+		},
+		{
+			name:   "RestartJobSet: per-Job restarts count in the same budget",
+			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "again", Action: jobset.RestartJobSet}}},
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 1,
+				ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{{Name: "workers", JobRestarts: []int32{1, 0}, JobRestartsCountTowardsMax: []int32{1, 0}}}},
+			want: want{failedReason: "ReachedMaxRestarts", restarts: 1, countTowards: 1, execAttempts: 1, jobRestarts: []int32{1, 0}, jobRestartsMax: []int32{1, 0}},
+		},
+		{
 			name:   "RestartJobAndIgnoreMaxRestarts",
 			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJobAndIgnoreMaxRestarts}}},
 			status: jobset.JobSetStatus{ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{{Name: "workers", JobRestarts: []int32{0, 4}, JobRestartsCountTowardsMax: []int32{0, 1}}}},
@@ -209,7 +243,12 @@ func TestFailurePolicyActions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			js := newJobSet("js", func(js *jobset.JobSet) { js.Spec.FailurePolicy = tc.policy })
+			js := newJobSet("js", func(js *jobset.JobSet) {
+				js.Spec.FailurePolicy = tc.policy
+				if tc.mods != nil {
+					tc.mods(js)
+				}
+			})
 			js.Status = tc.status
 			fx := newFixture(t, js)
 			fx.sync("js")
@@ -243,12 +282,14 @@ func TestFailurePolicyActions(t *testing.T) {
 			}
 			if tc.want.event != "" {
 				evs := fx.events()
-				found := false
+				n := 0
 				for _, e := range evs {
-					found = found || e == tc.want.event
+					if e == tc.want.event {
+						n++
+					}
 				}
-				if !found {
-					t.Errorf("event %q not in %q", tc.want.event, evs)
+				if n == 0 || (tc.want.eventOnce && n != 1) {
+					t.Errorf("event %q found %d times in %q", tc.want.event, n, evs)
 				}
 			}
 		})

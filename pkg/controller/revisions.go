@@ -422,6 +422,7 @@ func (s *syncState) restartForUpdate(why string, newAttempt bool, now metav1.Tim
 	js := s.js
 	s.record(func(m Metrics) { m.Restarted(js, RestartReasonUpdate) })
 	s.setCondition(conditionRestartingJobSet, metav1.ConditionTrue, reasonUpdateRestarting, msg, "Normal", now)
+	s.restartStartup(now)
 }
 
 // setUpdatePending keeps the UpdatePending condition in line with the two

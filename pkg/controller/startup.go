@@ -90,8 +90,20 @@ func (s *syncState) updateStartupConditions(now metav1.Time) {
 	}
 	if all {
 		s.setCondition(string(jobset.JobSetStartupPolicyCompleted), metav1.ConditionTrue, reasonInOrderCompleted, messageInOrderCompleted, corev1.EventTypeNormal, now)
-		s.setCondition(string(jobset.JobSetStartupPolicyInProgress), metav1.ConditionFalse, reasonInOrderCompleted, messageInOrderCompleted, corev1.EventTypeNormal, now)
+		// As upstream, only the status flips: no new reason, no event.
+		s.flipCondition(string(jobset.JobSetStartupPolicyInProgress), metav1.ConditionFalse, now)
 		return
 	}
+	s.setCondition(string(jobset.JobSetStartupPolicyInProgress), metav1.ConditionTrue, reasonInOrderInProgress, messageInOrderInProgress, corev1.EventTypeNormal, now)
+}
+
+// restartStartup starts the InOrder startup again after a whole-JobSet
+// restart: InProgress is True again and Completed False (status only), as
+// upstream.
+func (s *syncState) restartStartup(now metav1.Time) {
+	if !inOrderStartup(s.js) || !conditionTrue(s.js.Status.Conditions, string(jobset.JobSetStartupPolicyCompleted)) {
+		return
+	}
+	s.flipCondition(string(jobset.JobSetStartupPolicyCompleted), metav1.ConditionFalse, now)
 	s.setCondition(string(jobset.JobSetStartupPolicyInProgress), metav1.ConditionTrue, reasonInOrderInProgress, messageInOrderInProgress, corev1.EventTypeNormal, now)
 }

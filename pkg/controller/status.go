@@ -58,7 +58,7 @@ const (
 	reasonRestartingJobSetFailed   = "JobSetFailed"
 	messageRestartingJobSetFailed  = "jobset failed"
 	reasonRestartingJobSetComplete = "JobSetCompleted"
-	messageRestartingJobSetDone    = "jobset completed"
+	messageRestartingJobSetDone    = "jobset completed successfully"
 	reasonRestartingSuspended      = "JobSetSuspended"
 	messageRestartingSuspended     = "jobset is suspended"
 
@@ -157,6 +157,14 @@ func (s *syncState) putCondition(t string, status metav1.ConditionStatus, reason
 		})
 	}
 	return true
+}
+
+// flipCondition changes only the status of an existing condition, keeping
+// its reason and message, without an event.
+func (s *syncState) flipCondition(t string, status metav1.ConditionStatus, now metav1.Time) {
+	if c := findCondition(s.js.Status.Conditions, t); c != nil {
+		s.putCondition(t, status, c.Reason, c.Message, now)
+	}
 }
 
 // finished reports whether the JobSet completed or failed.
@@ -262,9 +270,19 @@ func allJobsReady(js *jobset.JobSet) bool {
 	return true
 }
 
-// endRestarting flips a true RestartingJobSet condition to false.
+// endRestarting flips a true RestartingJobSet condition to false once the
+// Jobs are ready.
 func (s *syncState) endRestarting(reason, message string, now metav1.Time) {
 	if conditionTrue(s.js.Status.Conditions, conditionRestartingJobSet) {
+		s.setCondition(conditionRestartingJobSet, metav1.ConditionFalse, reason, message, corev1.EventTypeNormal, now)
+	}
+}
+
+// settleRestarting writes why RestartingJobSet is false when the JobSet
+// finishes or is suspended: as upstream, a condition that is already false
+// (reason JobsReady) is rewritten too, with an event.
+func (s *syncState) settleRestarting(reason, message string, now metav1.Time) {
+	if findCondition(s.js.Status.Conditions, conditionRestartingJobSet) != nil {
 		s.setCondition(conditionRestartingJobSet, metav1.ConditionFalse, reason, message, corev1.EventTypeNormal, now)
 	}
 }
@@ -273,12 +291,12 @@ func (s *syncState) endRestarting(reason, message string, now metav1.Time) {
 func (s *syncState) setFailed(reason, message string, now metav1.Time) {
 	s.setCondition(string(jobset.JobSetFailed), metav1.ConditionTrue, reason, message, corev1.EventTypeWarning, now)
 	s.js.Status.TerminalState = string(jobset.JobSetFailed)
-	s.endRestarting(reasonRestartingJobSetFailed, messageRestartingJobSetFailed, now)
+	s.settleRestarting(reasonRestartingJobSetFailed, messageRestartingJobSetFailed, now)
 }
 
 // setCompleted marks the JobSet completed.
 func (s *syncState) setCompleted(now metav1.Time) {
 	s.setCondition(string(jobset.JobSetCompleted), metav1.ConditionTrue, reasonAllJobsCompleted, messageAllJobsCompleted, corev1.EventTypeNormal, now)
 	s.js.Status.TerminalState = string(jobset.JobSetCompleted)
-	s.endRestarting(reasonRestartingJobSetComplete, messageRestartingJobSetDone, now)
+	s.settleRestarting(reasonRestartingJobSetComplete, messageRestartingJobSetDone, now)
 }

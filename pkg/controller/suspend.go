@@ -46,7 +46,7 @@ func (c *Controller) suspendJobs(ctx context.Context, s *syncState, active []*ba
 		}
 	})
 	s.setCondition(string(jobset.JobSetSuspended), metav1.ConditionTrue, reasonSuspended, messageSuspended, corev1.EventTypeNormal, now)
-	s.endRestarting(reasonRestartingSuspended, messageRestartingSuspended, now)
+	s.settleRestarting(reasonRestartingSuspended, messageRestartingSuspended, now)
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -251,6 +252,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 				executionAttempt: js.Status.ExecutionAttempts,
 				templateRevision: js.Status.CurrentRevision,
 				suspend:          suspended,
+				priority:         c.priorityOf(ctx, rj),
 			}))
 		}
 	}
@@ -264,6 +266,9 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	c.parallel(len(want), func(i int) {
 		job := want[i]
 		got, err := c.kube.BatchV1().Jobs(js.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = c.foreignJob(ctx, js, job.Name, err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -274,8 +279,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		case namespaceTerminating(err):
 			// Nothing can be created any more; the JobSet goes too.
 		case apierrors.IsAlreadyExists(err):
-			// Either the cache is behind (the Job's event requeues the
-			// JobSet) or a Job this JobSet does not own holds the name.
+			// The cache is behind: the Job's event requeues the JobSet.
 			klog.FromContext(ctx).V(2).Info("Job already exists", "job", job.Name)
 		default:
 			errs = append(errs, wrapf(err, "creating Job %s", job.Name))
@@ -293,6 +297,18 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		c.observeJobCreation(key, js, jobs, createdNames)
 	}
 	return nil
+}
+
+// foreignJob looks at the Job that made a create fail with AlreadyExists.
+// If this JobSet owns it (or it is gone), the cache was behind and err is
+// returned unchanged; if something else holds the name, that is a creation
+// failure, reported as upstream does (event JobCreationFailed) and retried.
+func (c *Controller) foreignJob(ctx context.Context, js *jobset.JobSet, name string, err error) error {
+	existing, getErr := c.kube.BatchV1().Jobs(js.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if getErr != nil || isOwnedBy(existing.OwnerReferences, js) {
+		return err
+	}
+	return fmt.Errorf("the Job %s already exists and is not owned by JobSet %s", name, js.Name)
 }
 
 // hasOlderAttempt reports whether any Job being deleted belongs to an

@@ -470,7 +470,8 @@ func TestStartupOrder(t *testing.T) {
 			if tc.name == "InOrder" {
 				got := fx.jobSet("js")
 				wantCond(t, got, "StartupPolicyCompleted", metav1.ConditionTrue, "InOrderStartupPolicyCompleted", "in order startup policy has completed")
-				wantCond(t, got, "StartupPolicyInProgress", metav1.ConditionFalse, "InOrderStartupPolicyCompleted", "")
+				// As upstream, completion flips InProgress's status only.
+				wantCond(t, got, "StartupPolicyInProgress", metav1.ConditionFalse, "InOrderStartupPolicyInProgress", "in order startup policy is in progress")
 			}
 		})
 	}

@@ -196,13 +196,13 @@ func TestExclusivePlacementRepair(t *testing.T) {
 		pods, err := podsOf(ctx, ns, "repair")
 		return err == nil && len(pods) == 1 && pods[0].UID != moved.UID && pods[0].Spec.NodeName != moved.Spec.NodeName, nil
 	})
-	eventually(t, time.Minute, "an ExclusiveTopologyViolation event on the Job", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "an ExclusivePlacementViolation event on the Job", func(ctx context.Context) (bool, error) {
 		list, err := cluster.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=repair-w-0"})
 		if err != nil {
 			return false, nil
 		}
 		for _, e := range list.Items {
-			if e.Reason == "ExclusiveTopologyViolation" {
+			if e.Reason == "ExclusivePlacementViolation" {
 				return true, nil
 			}
 		}

@@ -28,6 +28,11 @@ const (
 	// beyond upstream.
 	TemplateRevisionKey = "jobset.sigs.k8s.io/template-revision"
 
+	// PriorityKey is a pod label holding the pod's priority (a negative one
+	// written "n<magnitude>"); exclusive placement only separates Jobs of
+	// the same priority.
+	PriorityKey = "jobset.sigs.k8s.io/priority"
+
 	// ExclusiveKey names a node label; each child Job then gets a topology
 	// domain (one value of that label) of its own.
 	ExclusiveKey = "alpha.jobset.sigs.k8s.io/exclusive-topology"

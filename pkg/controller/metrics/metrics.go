@@ -53,8 +53,9 @@ type Recorder struct {
 	timeToRecover     prometheus.Histogram
 	timeBetween       prometheus.Histogram
 	jobCreation       prometheus.Histogram
-	completed         prometheus.Counter
+	completed         *prometheus.CounterVec
 	failed            *prometheus.CounterVec
+	failedByReason    *prometheus.CounterVec
 	jobsCreated       prometheus.Counter
 	reconcileDuration prometheus.Histogram
 	reconcileErrors   prometheus.Counter
@@ -88,12 +89,18 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			Help:    "Time from a JobSet's creation (or first resume, when created suspended) until the controller saw every child Job of its first execution attempt exist.",
 			Buckets: jobCreationBuckets,
 		}),
-		completed: prometheus.NewCounter(prometheus.CounterOpts{
+		// The two series upstream exports, with its names and labels, so
+		// that dashboards and alerts written for upstream work.
+		completed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobset_completed_total",
-			Help: "JobSets the controller marked Completed.",
-		}),
+			Help: "JobSets the controller marked Completed, per JobSet (as upstream).",
+		}, []string{"jobset_name", "namespace"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobset_failed_total",
+			Help: "JobSets the controller marked Failed, per JobSet (as upstream).",
+		}, []string{"jobset_name", "namespace"}),
+		failedByReason: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobset_failed_by_reason_total",
 			Help: "JobSets the controller marked Failed, by condition reason.",
 		}, []string{"reason"}),
 		jobsCreated: prometheus.NewCounter(prometheus.CounterOpts{
@@ -110,7 +117,7 @@ func NewRecorder(reg prometheus.Registerer) (*Recorder, error) {
 			Help: "Syncs of a JobSet key that ended with an error (and were requeued), status write conflicts included.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.restarts, r.attempts, r.timeToRecover, r.timeBetween, r.jobCreation, r.completed, r.failed, r.jobsCreated, r.reconcileDuration, r.reconcileErrors} {
+	for _, c := range []prometheus.Collector{r.restarts, r.attempts, r.timeToRecover, r.timeBetween, r.jobCreation, r.completed, r.failed, r.failedByReason, r.jobsCreated, r.reconcileDuration, r.reconcileErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -156,11 +163,14 @@ func (r *Recorder) Interrupted(_ *jobset.JobSet, d time.Duration) {
 func (r *Recorder) JobRestarted(*jobset.JobSet, string, string) {}
 
 // Completed counts a JobSet that reached Completed.
-func (r *Recorder) Completed(*jobset.JobSet) { r.completed.Inc() }
+func (r *Recorder) Completed(js *jobset.JobSet) {
+	r.completed.WithLabelValues(js.Name, js.Namespace).Inc()
+}
 
 // Failed counts a JobSet that reached Failed.
-func (r *Recorder) Failed(_ *jobset.JobSet, reason string) {
-	r.failed.WithLabelValues(reason).Inc()
+func (r *Recorder) Failed(js *jobset.JobSet, reason string) {
+	r.failed.WithLabelValues(js.Name, js.Namespace).Inc()
+	r.failedByReason.WithLabelValues(reason).Inc()
 }
 
 // JobsCreated counts created child Jobs.

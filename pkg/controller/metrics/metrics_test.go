@@ -46,12 +46,15 @@ func TestRecorder(t *testing.T) {
 	r.SyncDone(time.Second, errors.New("boom"))
 
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP jobset_completed_total JobSets the controller marked Completed.
+# HELP jobset_completed_total JobSets the controller marked Completed, per JobSet (as upstream).
 # TYPE jobset_completed_total counter
-jobset_completed_total 1
-# HELP jobset_failed_total JobSets the controller marked Failed, by condition reason.
+jobset_completed_total{jobset_name="a",namespace="ns"} 1
+# HELP jobset_failed_total JobSets the controller marked Failed, per JobSet (as upstream).
 # TYPE jobset_failed_total counter
-jobset_failed_total{reason="ReachedMaxRestarts"} 1
+jobset_failed_total{jobset_name="a",namespace="ns"} 1
+# HELP jobset_failed_by_reason_total JobSets the controller marked Failed, by condition reason.
+# TYPE jobset_failed_by_reason_total counter
+jobset_failed_by_reason_total{reason="ReachedMaxRestarts"} 1
 # HELP jobset_jobs_created_total Child Jobs created by the controller.
 # TYPE jobset_jobs_created_total counter
 jobset_jobs_created_total 4
@@ -67,7 +70,7 @@ jobset_execution_attempts_total{reason="update"} 0
 # TYPE jobset_restarts_total counter
 jobset_restarts_total{reason="failure"} 2
 jobset_restarts_total{reason="update"} 0
-`), "jobset_execution_attempts_total", "jobset_completed_total", "jobset_failed_total", "jobset_jobs_created_total", "jobset_reconcile_errors_total", "jobset_restarts_total"); err != nil {
+`), "jobset_execution_attempts_total", "jobset_completed_total", "jobset_failed_total", "jobset_failed_by_reason_total", "jobset_jobs_created_total", "jobset_reconcile_errors_total", "jobset_restarts_total"); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(r.reconcileDuration); n != 1 {

@@ -65,12 +65,13 @@ func tableRow(js *jobset.JobSet) metav1.TableRow {
 	if js.Spec.Suspend != nil {
 		suspended = strconv.FormatBool(*js.Spec.Suspend)
 	}
-	var ready, total int32
+	// int64: the sums of int32 counts may exceed the int32 range.
+	var ready, total int64
 	for _, rj := range js.Spec.ReplicatedJobs {
-		total += rj.Replicas
+		total += int64(rj.Replicas)
 	}
 	for _, s := range js.Status.ReplicatedJobsStatus {
-		ready += s.Ready
+		ready += int64(s.Ready)
 	}
 	age := "<unknown>"
 	if !js.CreationTimestamp.IsZero() {

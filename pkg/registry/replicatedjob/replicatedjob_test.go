@@ -2,12 +2,14 @@ package replicatedjob
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -236,5 +238,20 @@ func TestProjectingWatch(t *testing.T) {
 		// A buffered event may race with Stop; the channel must close.
 		for range w.ResultChan() {
 		}
+	}
+}
+
+// A 409 raised by the scale update itself keeps its specific message; a
+// 409 of the JobSet store gets the generic one, naming the ReplicatedJob.
+func TestTranslateConflict(t *testing.T) {
+	own := apierrors.NewConflict(Resource, "js.workers", errors.New("the Scale's uid x is not the ReplicatedJob's (y): the JobSet was recreated"))
+	if got := translateError(own, "js.workers"); !strings.Contains(got.Error(), "the JobSet was recreated") {
+		t.Fatalf("own conflict rewritten: %v", got)
+	}
+	// The JobSet store names the JobSet.
+	store := apierrors.NewConflict(Resource, "js", errors.New("object was modified"))
+	got := translateError(store, "js.workers")
+	if !apierrors.IsConflict(got) || !strings.Contains(got.Error(), `"js.workers"`) || !strings.Contains(got.Error(), "read the scale again") {
+		t.Fatalf("store conflict = %v", got)
 	}
 }

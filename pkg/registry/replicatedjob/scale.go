@@ -2,6 +2,7 @@ package replicatedjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -110,9 +111,25 @@ func translateError(err error, name string) error {
 	case apierrors.IsNotFound(err):
 		return notFound(name)
 	case apierrors.IsConflict(err):
+		if ownConflict(err, name) {
+			// Raised by the scale update itself, with a specific reason.
+			return err
+		}
 		return apierrors.NewConflict(Resource, name, fmt.Errorf("the JobSet has been modified since the scale was read; read the scale again and retry"))
 	}
 	return err
+}
+
+// ownConflict says whether a conflict was raised for the ReplicatedJob name
+// (by the scale update) rather than by the JobSet store, which names the
+// JobSet.
+func ownConflict(err error, name string) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Name == name
 }
 
 // parallelismOf is the template's parallelism; a Job without one runs one
@@ -239,7 +256,7 @@ func (i *scaleUpdatedObjectInfo) UpdatedObject(ctx context.Context, oldObj runti
 	oldScale.ManagedFields = scaleManagedFields
 
 	if p := i.reqObjInfo.Preconditions(); p != nil && p.UID != nil && *p.UID != oldScale.UID {
-		return nil, apierrors.NewConflict(Resource, i.name, fmt.Errorf("precondition failed: uid %s, but the ReplicatedJob's is %s", *p.UID, oldScale.UID))
+		return nil, apierrors.NewConflict(Resource, i.name, fmt.Errorf("precondition failed: uid %s, but the ReplicatedJob's is %s: the JobSet was recreated", *p.UID, oldScale.UID))
 	}
 
 	obj, err := i.reqObjInfo.UpdatedObject(ctx, oldScale)

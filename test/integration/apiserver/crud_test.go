@@ -36,6 +36,12 @@ func TestCRUD(t *testing.T) {
 			}}
 			// No restartPolicy and no completionMode: both come from defaults.
 			js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.RestartPolicy = ""
+			// No retentionPolicy: {whenDeleted: Delete}, as upstream.
+			js.Spec.VolumeClaimPolicies = []v1alpha2.VolumeClaimPolicy{{
+				Templates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}},
+			}}
+			c := &js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data"})
 		})
 		created := mustCreate(t, s, js)
 		got := mustGet(t, s, ns, "defaults")
@@ -78,6 +84,9 @@ func TestCRUD(t *testing.T) {
 		}
 		if r := spec.ReplicatedJobs[0].Replicas; r == nil || *r != 1 {
 			t.Errorf("leader replicas = %v, want defaulted 1", r)
+		}
+		if rp := spec.VolumeClaimPolicies[0].RetentionPolicy; rp == nil || ptr.Deref(rp.WhenDeleted, "") != v1alpha2.RetentionPolicyDelete {
+			t.Errorf("retentionPolicy = %+v, want {whenDeleted: Delete}", rp)
 		}
 		if r := spec.ReplicatedJobs[1].Replicas; r == nil || *r != 2 {
 			t.Errorf("workers replicas = %v, want 2 as sent", r)

@@ -113,6 +113,17 @@ func TestCreateValidation(t *testing.T) {
 			mutate: func(js *v1alpha2.JobSet) {
 				js.Spec.Coordinator = &v1alpha2.Coordinator{ReplicatedJob: "workers", PodIndex: 7}
 			}},
+
+		// As upstream's CRD schema: required fields and enums of the
+		// embedded templates, and the exclusive-topology key.
+		{name: "pod template without containers", field: "spec.replicatedJobs[1].template.spec.template.spec.containers", msg: "Required value",
+			mutate: func(js *v1alpha2.JobSet) { workers(js).Template.Spec.Template.Spec.Containers = nil }},
+		{name: "restartPolicy outside its enum", field: "spec.replicatedJobs[1].template.spec.template.spec.restartPolicy", msg: "Unsupported value",
+			mutate: func(js *v1alpha2.JobSet) { workers(js).Template.Spec.Template.Spec.RestartPolicy = "Sometimes" }},
+		{name: "exclusive topology not a label key", field: "metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]",
+			mutate: func(js *v1alpha2.JobSet) {
+				js.Annotations = map[string]string{v1alpha2.ExclusiveKey: "not a key"}
+			}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

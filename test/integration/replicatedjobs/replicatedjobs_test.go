@@ -442,7 +442,7 @@ func testScaleErrors(t *testing.T, s *framework.Server, ns string) {
 			sc.Spec.Replicas = 4
 			_, err = s.Client.JobsetV1alpha2().ReplicatedJobResources(ns).UpdateScale(ctx, "e.workers", sc, metav1.UpdateOptions{})
 			return err
-		}, 409, `"e.workers"`},
+		}, 409, "the JobSet was recreated"},
 		{"MissingReplicatedJob", func() error { return scaleTo(s, ns, "e.nope", 3) }, 404, `"e.nope"`},
 		{"MissingJobSet", func() error { return scaleTo(s, ns, "nope.workers", 3) }, 404, `"nope.workers"`},
 		{"MissingJobSetGet", func() error {

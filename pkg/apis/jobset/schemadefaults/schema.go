@@ -32,6 +32,9 @@ type node struct {
 	items      *slot
 	additional *slot
 
+	// required lists the properties the schema requires (see check.go).
+	required []string
+
 	// reach says whether an effective default can be reached from here.
 	reach bool
 
@@ -57,6 +60,8 @@ type slot struct {
 	hasDef bool
 	// nullable keeps a present null from being defaulted.
 	nullable bool
+	// enum lists the allowed values, as JSON values; empty allows any.
+	enum []interface{}
 
 	// The Go field of a property, when known: its index path in the
 	// struct (through inlined structs) and its JSON options.
@@ -209,6 +214,7 @@ func (b *builder) fill(n *node, s *spec.Schema, t reflect.Type, where string) {
 	if t != nil && !ownJSONForm(t) {
 		n.goType = t
 	}
+	n.required = append([]string(nil), s.Required...)
 	if len(s.Properties) > 0 {
 		var fields map[string]*fieldInfo
 		if t != nil && t.Kind() == reflect.Struct {
@@ -254,6 +260,13 @@ func (b *builder) slot(owner *node, s *spec.Schema, t reflect.Type, where string
 	sl := &slot{
 		schema:   b.value(s, t, where),
 		nullable: s.Nullable,
+	}
+	for _, e := range s.Enum {
+		if v, err := normalize(e); err == nil {
+			sl.enum = append(sl.enum, v)
+		} else {
+			b.problem(owner, "%s: enum value %#v: %v", where, e, err)
+		}
 	}
 	if s.Default == nil {
 		return sl

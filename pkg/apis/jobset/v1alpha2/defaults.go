@@ -73,11 +73,14 @@ func SetDefaults_ReplicatedJob(obj *ReplicatedJob) {
 	}
 }
 
-// SetDefaults_VolumeClaimPolicy defaults whenDeleted inside a given
-// retentionPolicy. Like upstream, an absent retentionPolicy stays absent;
-// the controller treats it as Delete.
+// SetDefaults_VolumeClaimPolicy defaults retentionPolicy to
+// {whenDeleted: Delete}, as upstream's schema does, whether it is absent or
+// given without whenDeleted.
 func SetDefaults_VolumeClaimPolicy(obj *VolumeClaimPolicy) {
-	if obj.RetentionPolicy != nil && obj.RetentionPolicy.WhenDeleted == nil {
+	if obj.RetentionPolicy == nil {
+		obj.RetentionPolicy = &VolumeRetentionPolicy{}
+	}
+	if obj.RetentionPolicy.WhenDeleted == nil {
 		obj.RetentionPolicy.WhenDeleted = ptr.To(RetentionPolicyDelete)
 	}
 }

@@ -197,9 +197,9 @@ func TestDefaults(t *testing.T) {
 		want: func() v1alpha2.JobSetSpec {
 			s := defaultedSpec()
 			deleted := &v1alpha2.VolumeRetentionPolicy{WhenDeleted: ptr.To(v1alpha2.RetentionPolicyDelete)}
-			// An absent retentionPolicy stays absent, as upstream.
+			// An absent retentionPolicy becomes {whenDeleted: Delete}, as upstream.
 			s.VolumeClaimPolicies = []v1alpha2.VolumeClaimPolicy{
-				{},
+				{RetentionPolicy: deleted},
 				{RetentionPolicy: deleted},
 				{RetentionPolicy: &v1alpha2.VolumeRetentionPolicy{WhenDeleted: ptr.To(v1alpha2.RetentionPolicyRetain)}},
 			}

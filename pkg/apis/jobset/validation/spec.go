@@ -34,6 +34,7 @@ const (
 	maxManagedByLength        = 63
 	maxDependsOn              = 5
 	maxVolumeClaimPolicies    = 50
+	maxClaimTemplates         = 50
 	maxRuleNameLength         = 128
 	maxReplicasWithJobRestart = 1024
 
@@ -181,9 +182,9 @@ func (v *specView) validateMutableParts() field.ErrorList {
 		if jobSpec.Completions != nil {
 			allErrs = append(allErrs, apivalidation.ValidateNonnegativeField(int64(*jobSpec.Completions), specPath.Child("completions"))...)
 		}
-		if parallelism*int64(rj.Replicas) > math.MaxInt32 {
+		if pods := parallelism * int64(rj.Replicas); pods > math.MaxInt32 {
 			allErrs = append(allErrs, field.Invalid(p.Child("replicas"), rj.Replicas,
-				fmt.Sprintf("the product of replicas and parallelism (%d) must not exceed %d", parallelism, math.MaxInt32)))
+				fmt.Sprintf("the product of replicas and parallelism (%d) must not exceed %d", pods, math.MaxInt32)))
 		}
 		if restartJobRule != nil && rj.Replicas > maxReplicasWithJobRestart {
 			allErrs = append(allErrs, field.Invalid(p.Child("replicas"), rj.Replicas,
@@ -546,6 +547,9 @@ func (v *specView) validateVolumeClaimPolicies() field.ErrorList {
 		pp := p.Index(i)
 		if rp := policy.RetentionPolicy; rp != nil && rp.WhenDeleted != nil && !slices.Contains(supportedRetentionTypes, *rp.WhenDeleted) {
 			allErrs = append(allErrs, field.NotSupported(pp.Child("retentionPolicy", "whenDeleted"), *rp.WhenDeleted, supportedRetentionTypes))
+		}
+		if len(policy.Templates) > maxClaimTemplates {
+			allErrs = append(allErrs, field.TooMany(pp.Child("templates"), len(policy.Templates), maxClaimTemplates))
 		}
 		for j := range policy.Templates {
 			t := &policy.Templates[j]

@@ -12,6 +12,11 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 )
 
+// maxJobRestartsItems bounds jobRestarts and jobRestartsCountTowardsMax, as
+// upstream's schema does; it is also the most replicas a JobSet with a
+// RestartJob rule may have.
+const maxJobRestartsItems = maxReplicasWithJobRestart
+
 // supportedTerminalStates are the values of status.terminalState; empty
 // means the JobSet has not finished.
 var supportedTerminalStates = []string{"", string(jobset.JobSetCompleted), string(jobset.JobSetFailed)}
@@ -69,6 +74,12 @@ func ValidateJobSetStatusUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 		nonNegative(rs.Suspended, rp.Child("suspended"))
 		if rs.ObservedParallelism != nil {
 			nonNegative(*rs.ObservedParallelism, rp.Child("observedParallelism"))
+		}
+		if len(rs.JobRestarts) > maxJobRestartsItems {
+			allErrs = append(allErrs, field.TooMany(rp.Child("jobRestarts"), len(rs.JobRestarts), maxJobRestartsItems))
+		}
+		if len(rs.JobRestartsCountTowardsMax) > maxJobRestartsItems {
+			allErrs = append(allErrs, field.TooMany(rp.Child("jobRestartsCountTowardsMax"), len(rs.JobRestartsCountTowardsMax), maxJobRestartsItems))
 		}
 		for k, n := range rs.JobRestarts {
 			nonNegative(n, rp.Child("jobRestarts").Index(k))

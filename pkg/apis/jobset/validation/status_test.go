@@ -36,6 +36,28 @@ func TestValidateJobSetStatusUpdate(t *testing.T) {
 			mutate: func(js *jobset.JobSet) { js.Status.TerminalState = string(jobset.JobSetFailed) },
 		},
 		{
+			name: "per-Job restart arrays longer than upstream's maxItems",
+			mutate: func(js *jobset.JobSet) {
+				validStatus(js)
+				w := &js.Status.ReplicatedJobsStatus[1]
+				w.JobRestarts = make([]int32, 1025)
+				w.JobRestartsCountTowardsMax = make([]int32, 1025)
+			},
+			want: []wantErr{
+				{errTooMany, rjs + "[1].jobRestarts", ""},
+				{errTooMany, rjs + "[1].jobRestartsCountTowardsMax", ""},
+			},
+		},
+		{
+			name: "per-Job restart arrays at upstream's maxItems",
+			mutate: func(js *jobset.JobSet) {
+				validStatus(js)
+				w := &js.Status.ReplicatedJobsStatus[1]
+				w.JobRestarts = make([]int32, 1024)
+				w.JobRestartsCountTowardsMax = make([]int32, 1024)
+			},
+		},
+		{
 			name:   "unsupported terminal state",
 			mutate: func(js *jobset.JobSet) { validStatus(js); js.Status.TerminalState = "Done" },
 			want:   []wantErr{{errNotSupported, "status.terminalState", `"Completed"`}},

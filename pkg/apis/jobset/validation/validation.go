@@ -27,12 +27,17 @@ func ValidateJobSet(js *jobset.JobSet) field.ErrorList {
 	v := newSpecView(js)
 	allErrs = append(allErrs, v.validateFixedParts()...)
 	allErrs = append(allErrs, v.validateMutableParts()...)
+	allErrs = append(allErrs, v.validateTemplateSchemas(nil, allErrs)...)
+	allErrs = append(allErrs, validateExclusiveTopology(js)...)
 	return allErrs
 }
 
 // ValidateJobSetUpdate validates an update of a JobSet's metadata and spec.
 func ValidateJobSetUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 	allErrs := apivalidation.ValidateObjectMetaUpdate(&newJS.ObjectMeta, &oldJS.ObjectMeta, field.NewPath("metadata"))
+	if newJS.Annotations[jobset.ExclusiveKey] != oldJS.Annotations[jobset.ExclusiveKey] || !templatesEqual(&newJS.Spec, &oldJS.Spec) {
+		allErrs = append(allErrs, validateExclusiveTopology(newJS)...)
+	}
 
 	// An unchanged spec is not validated again: rules that became stricter
 	// since the object was created must not block metadata-only updates such
@@ -49,6 +54,7 @@ func ValidateJobSetUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 	v := newSpecView(newJS)
 	allErrs = append(allErrs, v.validateMutableParts()...)
 	allErrs = append(allErrs, validateSpecUpdate(&newJS.Spec, &oldJS.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, v.validateTemplateSchemas(&oldJS.Spec, allErrs)...)
 	if templatesUpdatable(&newJS.Spec) && !templatesEqual(&newJS.Spec, &oldJS.Spec) {
 		// Containers and volumes may have changed: the claims must still
 		// be mounted and must not clash with a pod volume.

@@ -173,7 +173,8 @@ func TestValidateJobSet(t *testing.T) {
 				js.Spec.ReplicatedJobs[1].Replicas = 1 << 20
 				js.Spec.ReplicatedJobs[1].Template.Spec.Parallelism = ptr.To[int32](1 << 12)
 			},
-			want: []wantErr{{errInvalid, rj1 + ".replicas", "must not exceed 2147483647"}},
+			// The message names the product (2^32), not the parallelism.
+			want: []wantErr{{errInvalid, rj1 + ".replicas", "the product of replicas and parallelism (4294967296) must not exceed 2147483647"}},
 		},
 		{
 			name: "replicas times default parallelism at MaxInt32",
@@ -617,6 +618,20 @@ func TestValidateJobSet(t *testing.T) {
 			want: []wantErr{{errTooMany, vcp, ""}},
 		},
 		{
+			name: "too many templates in one policy",
+			mutate: func(js *jobset.JobSet) {
+				js.Spec.VolumeClaimPolicies = []jobset.VolumeClaimPolicy{{Templates: make([]corev1.PersistentVolumeClaim, 51)}}
+			},
+			// Upstream's maxItems; the empty templates are reported too.
+			want: func() []wantErr {
+				w := []wantErr{{errTooMany, vcp + "[0].templates", ""}}
+				for i := 0; i < 51; i++ {
+					w = append(w, wantErr{errRequired, fmt.Sprintf("%s[0].templates[%d].metadata.name", vcp, i), ""})
+				}
+				return w
+			}(),
+		},
+		{
 			name:   "duplicate claim names across policies",
 			mutate: func(js *jobset.JobSet) { withClaims(js, "data"); withClaims(js, "data") },
 			want:   []wantErr{{errDuplicate, vcp + "[1].templates[0].metadata.name", ""}},
@@ -742,6 +757,108 @@ func TestValidateJobSet(t *testing.T) {
 			checkErrors(t, ValidateJobSet(js), tc.want)
 		})
 	}
+}
+
+// TestValidateJobSetTemplateSchema: the required properties and enums of
+// the embedded Kubernetes types, as upstream's CRD schema enforces them.
+func TestValidateJobSetTemplateSchema(t *testing.T) {
+	const pod0 = "spec.replicatedJobs[0].template.spec.template.spec"
+	cases := []struct {
+		name   string
+		mutate func(js *jobset.JobSet)
+		want   []wantErr
+	}{
+		{
+			name:   "pod template without containers",
+			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = nil },
+			want:   []wantErr{{errRequired, pod0 + ".containers", ""}},
+		},
+		{
+			name: "required field of a nested type",
+			mutate: func(js *jobset.JobSet) {
+				js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{},
+				}}
+			},
+			want: []wantErr{{errRequired, pod0 + ".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", ""}},
+		},
+		{
+			name: "enums",
+			mutate: func(js *jobset.JobSet) {
+				spec := &js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec
+				spec.RestartPolicy = "Sometimes"
+				spec.Containers[0].ImagePullPolicy = "Rarely"
+				spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, Protocol: "QUIC"}}
+			},
+			want: []wantErr{
+				{errNotSupported, pod0 + ".restartPolicy", `"OnFailure"`},
+				{errNotSupported, pod0 + ".containers[0].imagePullPolicy", `"IfNotPresent"`},
+				{errNotSupported, pod0 + ".containers[0].ports[0].protocol", `"TCP"`},
+			},
+		},
+		{
+			name: "claim template enum",
+			mutate: func(js *jobset.JobSet) {
+				withClaims(js, "data")
+				js.Spec.VolumeClaimPolicies[0].Templates[0].Spec.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
+			},
+			want: []wantErr{{errNotSupported, "spec.volumeClaimPolicies[0].templates[0].spec.accessModes[0]", ""}},
+		},
+		{
+			name: "exclusive topology on the JobSet is not a label key",
+			mutate: func(js *jobset.JobSet) {
+				js.Annotations = map[string]string{jobset.ExclusiveKey: "not a key!"}
+			},
+			want: []wantErr{{errInvalid, "metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]", "node label key"}},
+		},
+		{
+			name: "exclusive topology on a template is not a label key",
+			mutate: func(js *jobset.JobSet) {
+				js.Spec.ReplicatedJobs[1].Template.Annotations = map[string]string{jobset.ExclusiveKey: "/rack"}
+			},
+			want: []wantErr{{errInvalid, "spec.replicatedJobs[1].template.metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]", "node label key"}},
+		},
+		{
+			name: "exclusive topology is a label key",
+			mutate: func(js *jobset.JobSet) {
+				js.Annotations = map[string]string{jobset.ExclusiveKey: "cloud.google.com/gke-nodepool"}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			js := testJobSet()
+			tc.mutate(js)
+			checkErrors(t, ValidateJobSet(js), tc.want)
+		})
+	}
+
+	t.Run("update checks changed templates and annotations only", func(t *testing.T) {
+		old := testJobSet()
+		old.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.RestartPolicy = "Sometimes" // stored before the rule
+		newJS := old.DeepCopy()
+		newJS.Annotations = map[string]string{jobset.ExclusiveKey: "bad key"}
+		newJS.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector = map[string]string{"a": "b"}
+		newJS.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.Containers = nil
+		newJS.Spec.Suspend = ptr.To(true)
+		old.Spec.Suspend = ptr.To(true)
+		checkErrors(t, ValidateJobSetUpdate(newJS, old), []wantErr{
+			{errInvalid, "metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]", ""},
+			// Removing containers is also a template change that the
+			// default update strategy forbids; that error names the
+			// field already and the schema's is not added.
+			{errInvalid, pod0 + ".containers", "immutable"},
+		})
+		// Under an update strategy that accepts the edit, the schema
+		// reports the missing containers; the unchanged template with an
+		// invalid restartPolicy is not checked again.
+		newJS.Spec.UpdatePolicy = &jobset.UpdatePolicy{UpdateStrategy: jobset.UpdateOpportunistic, RevisionHistoryLimit: ptr.To[int32](10)}
+		old.Spec.UpdatePolicy = newJS.Spec.UpdatePolicy
+		checkErrors(t, ValidateJobSetUpdate(newJS, old), []wantErr{
+			{errInvalid, "metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]", ""},
+			{errRequired, pod0 + ".containers", ""},
+		})
+	})
 }
 
 // dependOnPredecessors adds replicatedJobs so that the last one depends on
