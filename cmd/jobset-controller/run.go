@@ -231,7 +231,7 @@ func run(o *options) error {
 		klog.InfoS("Serving metrics", "address", addr.String())
 	}
 	if o.secureMetrics.bindAddress != "" {
-		if err := serveSecureMetrics(ctx, o.secureMetrics, o.kubeconfig, m.metricsHandler()); err != nil {
+		if _, err := serveSecureMetrics(ctx, o.secureMetrics, cfg, m.metricsHandler()); err != nil {
 			return err
 		}
 	}
