@@ -60,9 +60,9 @@ type options struct {
 
 func defaultOptions() *options {
 	return &options{
-		workers:          5,
-		qps:              50,
-		burst:            100,
+		workers:          20,
+		qps:              500,
+		burst:            1000,
 		resync:           12 * time.Hour,
 		healthAddr:       "127.0.0.1:8081",
 		metricsAddr:      "127.0.0.1:8080",
@@ -231,7 +231,7 @@ func run(o *options) error {
 		klog.InfoS("Serving metrics", "address", addr.String())
 	}
 	if o.secureMetrics.bindAddress != "" {
-		if err := serveSecureMetrics(ctx, o.secureMetrics, o.kubeconfig, m.metricsHandler()); err != nil {
+		if _, err := serveSecureMetrics(ctx, o.secureMetrics, cfg, m.metricsHandler()); err != nil {
 			return err
 		}
 	}

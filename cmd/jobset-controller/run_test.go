@@ -27,7 +27,7 @@ func TestFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := defaultOptions()
-	if d.workers != 5 || !d.leaderElect || d.healthAddr != "127.0.0.1:8081" {
+	if d.workers != 20 || d.qps != 500 || d.burst != 1000 || !d.leaderElect || d.healthAddr != "127.0.0.1:8081" {
 		t.Fatalf("defaults = %+v", d)
 	}
 	bad := defaultOptions()

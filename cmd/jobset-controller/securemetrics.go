@@ -2,65 +2,70 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/user"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 )
 
-// secureMetricsOptions configure /metrics over HTTPS with authentication
-// (TokenReview, client certificates) and authorization
-// (SubjectAccessReview of get on the non-resource URL /metrics) delegated
-// to the cluster's API server, as kube-apiserver's aggregated servers and
-// metrics-server do.
+// secureMetricsOptions configure /metrics over HTTPS. Callers authenticate
+// with a bearer token (checked with a TokenReview) or a client certificate
+// of the cluster's client CA, and must be allowed get on the non-resource
+// URL /metrics (a SubjectAccessReview). Both reviews go to the cluster's
+// API server through client-go and are cached briefly.
 type secureMetricsOptions struct {
 	// bindAddress is host:port; empty disables the endpoint.
-	bindAddress string
-	serving     *genericoptions.SecureServingOptionsWithLoopback
-	authn       *genericoptions.DelegatingAuthenticationOptions
-	authz       *genericoptions.DelegatingAuthorizationOptions
+	bindAddress  string
+	certFile     string
+	keyFile      string
+	certDir      string
+	cipherSuites []string
+	minTLS       string
+	clientCAFile string
+	authnConfig  string
+	authzConfig  string
+	cacheTTL     time.Duration
 }
 
 func newSecureMetricsOptions() *secureMetricsOptions {
-	o := &secureMetricsOptions{
-		serving: genericoptions.NewSecureServingOptions().WithLoopback(),
-		authn:   genericoptions.NewDelegatingAuthenticationOptions(),
-		authz:   genericoptions.NewDelegatingAuthorizationOptions(),
-	}
-	o.serving.ServerCert.PairName = "jobset-controller-metrics"
-	o.serving.ServerCert.CertDirectory = ""
-	return o
+	return &secureMetricsOptions{cacheTTL: 10 * time.Second}
 }
 
 func (o *secureMetricsOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.bindAddress, "secure-metrics-bind-address", o.bindAddress,
-		"Address (host:port) serving Prometheus /metrics over HTTPS with delegated authentication and authorization; empty disables it. Callers need get on the non-resource URL /metrics.")
-	fs.StringVar(&o.serving.ServerCert.CertKey.CertFile, "tls-cert-file", o.serving.ServerCert.CertKey.CertFile,
-		"Serving certificate of --secure-metrics-bind-address. Without it and --tls-private-key-file a self-signed certificate is made (written to --metrics-cert-dir when set, else kept in memory).")
-	fs.StringVar(&o.serving.ServerCert.CertKey.KeyFile, "tls-private-key-file", o.serving.ServerCert.CertKey.KeyFile,
-		"Private key of --tls-cert-file.")
-	fs.StringVar(&o.serving.ServerCert.CertDirectory, "metrics-cert-dir", o.serving.ServerCert.CertDirectory,
+		"Address (host:port) serving Prometheus /metrics over HTTPS with authentication and authorization by the cluster's API server; empty disables it. Callers need get on the non-resource URL /metrics.")
+	fs.StringVar(&o.certFile, "tls-cert-file", o.certFile,
+		"Serving certificate of --secure-metrics-bind-address (reloaded when the file changes). Without it and --tls-private-key-file a self-signed certificate is made (written to --metrics-cert-dir when set, else kept in memory).")
+	fs.StringVar(&o.keyFile, "tls-private-key-file", o.keyFile, "Private key of --tls-cert-file.")
+	fs.StringVar(&o.certDir, "metrics-cert-dir", o.certDir,
 		"Directory of the self-signed serving certificate (jobset-controller-metrics.crt and .key), reused when present.")
-	fs.StringSliceVar(&o.serving.CipherSuites, "tls-cipher-suites", o.serving.CipherSuites,
+	fs.StringSliceVar(&o.cipherSuites, "tls-cipher-suites", o.cipherSuites,
 		"Cipher suites of the HTTPS metrics endpoint (Go names); empty uses Go's defaults.")
-	fs.StringVar(&o.serving.MinTLSVersion, "tls-min-version", o.serving.MinTLSVersion,
+	fs.StringVar(&o.minTLS, "tls-min-version", o.minTLS,
 		"Minimum TLS version of the HTTPS metrics endpoint (VersionTLS12, VersionTLS13).")
-	o.authn.AddFlags(fs)
-	o.authz.AddFlags(fs)
+	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile,
+		"CA bundle whose client certificates authenticate to the HTTPS metrics endpoint (user: CommonName, groups: Organization). Empty reads the cluster's client CA from the ConfigMap kube-system/extension-apiserver-authentication once at start.")
+	fs.StringVar(&o.authnConfig, "authentication-kubeconfig", o.authnConfig,
+		"Kubeconfig of the API server that reviews tokens (TokenReview); empty uses the controller's own.")
+	fs.StringVar(&o.authzConfig, "authorization-kubeconfig", o.authzConfig,
+		"Kubeconfig of the API server that authorizes scrapes (SubjectAccessReview); empty uses the controller's own.")
+	fs.DurationVar(&o.cacheTTL, "metrics-auth-cache-ttl", o.cacheTTL,
+		"How long token and access review results of the HTTPS metrics endpoint are cached; 0 disables the cache.")
 }
 
 func (o *secureMetricsOptions) validate() []error {
@@ -71,11 +76,18 @@ func (o *secureMetricsOptions) validate() []error {
 	if _, _, err := splitHostPort(o.bindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--secure-metrics-bind-address: %w", err))
 	}
-	if (o.serving.ServerCert.CertKey.CertFile == "") != (o.serving.ServerCert.CertKey.KeyFile == "") {
+	if (o.certFile == "") != (o.keyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
 	}
-	errs = append(errs, o.authn.Validate()...)
-	errs = append(errs, o.authz.Validate()...)
+	if _, err := cipherSuites(o.cipherSuites); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-cipher-suites: %w", err))
+	}
+	if _, err := tlsVersion(o.minTLS); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-min-version: %w", err))
+	}
+	if o.cacheTTL < 0 {
+		errs = append(errs, errors.New("--metrics-auth-cache-ttl must not be negative"))
+	}
 	return errs
 }
 
@@ -98,78 +110,175 @@ func splitHostPort(addr string) (net.IP, int, error) {
 	return ip, port, nil
 }
 
-// serveSecureMetrics serves h on /metrics over HTTPS until ctx ends.
-// kubeconfig is the controller's own; it also reaches the API server that
-// reviews tokens and authorizes requests unless the authentication and
-// authorization kubeconfig flags name another.
-func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, kubeconfig string, h http.Handler) error {
-	ip, port, err := splitHostPort(o.bindAddress)
-	if err != nil {
-		return fmt.Errorf("--secure-metrics-bind-address: %w", err)
+func cipherSuites(names []string) ([]uint16, error) {
+	if len(names) == 0 {
+		return nil, nil
 	}
-	o.serving.BindAddress, o.serving.BindPort = ip, port
-	if port == 0 {
-		// Port 0 (tests): listen here so the chosen port is known.
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
-		if err != nil {
-			return err
+	known := map[string]uint16{}
+	for _, s := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+		known[s.Name] = s.ID
+	}
+	var ids []uint16
+	for _, n := range names {
+		id, ok := known[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown cipher suite %q", n)
 		}
-		o.serving.Listener = ln
+		ids = append(ids, id)
 	}
-	if err := o.serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
-		return fmt.Errorf("creating the self-signed metrics certificate: %w", err)
-	}
-	if o.authn.RemoteKubeConfigFile == "" {
-		o.authn.RemoteKubeConfigFile = kubeconfig
-	}
-	if o.authz.RemoteKubeConfigFile == "" {
-		o.authz.RemoteKubeConfigFile = kubeconfig
-	}
+	return ids, nil
+}
 
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	cfg := genericapiserver.NewConfig(serializer.NewCodecFactory(scheme))
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	// Only /metrics (and the health checks) are served.
-	cfg.EnableIndex, cfg.EnableProfiling, cfg.EnableMetrics, cfg.EnableDiscovery = false, false, false, false
-	cfg.SkipOpenAPIInstallation = true
-	// The generic server needs a loopback client (an in-memory certificate);
-	// nothing here uses it.
-	if err := o.serving.ApplyTo(&cfg.SecureServing, &cfg.LoopbackClientConfig); err != nil {
-		return err
+func tlsVersion(name string) (uint16, error) {
+	switch name {
+	case "":
+		return tls.VersionTLS12, nil
+	case "VersionTLS12":
+		return tls.VersionTLS12, nil
+	case "VersionTLS13":
+		return tls.VersionTLS13, nil
 	}
-	if err := o.authn.ApplyTo(&cfg.Authentication, cfg.SecureServing, nil); err != nil {
-		return fmt.Errorf("delegated authentication: %w", err)
+	return 0, fmt.Errorf("unknown TLS version %q (VersionTLS12 or VersionTLS13)", name)
+}
+
+// reviewClient is a client of the API server a kubeconfig names, or of the
+// controller's own when path is empty, with a rate limit of its own.
+func reviewClient(own *rest.Config, path string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(own)
+	if path != "" {
+		var err error
+		if cfg, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+			return nil, err
+		}
 	}
-	// A request without credentials is refused with 401 rather than
-	// authorized as system:anonymous (the delegating authenticator always
-	// admits anonymous requests).
-	cfg.Authentication.Authenticator = rejectAnonymous{cfg.Authentication.Authenticator}
-	if err := o.authz.ApplyTo(&cfg.Authorization); err != nil {
-		return fmt.Errorf("delegated authorization: %w", err)
-	}
-	srv, err := cfg.Complete(nil).New("jobset-controller-metrics", genericapiserver.NewEmptyDelegate())
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.RateLimiter = nil
+	return kubernetes.NewForConfig(cfg)
+}
+
+// serveSecureMetrics serves h on /metrics over HTTPS until ctx ends. own is
+// the controller's client configuration.
+func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.Config, h http.Handler) (net.Addr, error) {
+	authnClient, err := reviewClient(own, o.authnConfig)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("--authentication-kubeconfig: %w", err)
 	}
-	srv.Handler.NonGoRestfulMux.Handle("/metrics", h)
-	prepared := srv.PrepareRun()
+	authzClient, err := reviewClient(own, o.authzConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--authorization-kubeconfig: %w", err)
+	}
+	getCert, err := servingCertificate(o)
+	if err != nil {
+		return nil, err
+	}
+	suites, _ := cipherSuites(o.cipherSuites)
+	minVersion, _ := tlsVersion(o.minTLS)
+	tlsCfg := &tls.Config{
+		MinVersion:     minVersion,
+		CipherSuites:   suites,
+		GetCertificate: getCert,
+		NextProtos:     []string{"h2", "http/1.1"},
+	}
+	if pool := clientCAs(ctx, o.clientCAFile, authnClient); pool != nil {
+		tlsCfg.ClientCAs = pool
+		tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	auth := newMetricsAuth(authnClient.AuthenticationV1().TokenReviews(), authzClient.AuthorizationV1().SubjectAccessReviews(), o.cacheTTL)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", auth.wrap(h))
+
+	ln, err := net.Listen("tcp", o.bindAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listening on --secure-metrics-bind-address %s: %w", o.bindAddress, err)
+	}
+	srv := &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := prepared.RunWithContext(ctx); err != nil {
+		if err := srv.Serve(tls.NewListener(ln, tlsCfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Secure metrics server stopped")
 		}
 	}()
-	klog.InfoS("Serving metrics over HTTPS", "address", cfg.SecureServing.Listener.Addr().String())
-	return nil
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	klog.InfoS("Serving metrics over HTTPS", "address", ln.Addr().String())
+	return ln.Addr(), nil
 }
 
-// rejectAnonymous fails the authentication of anonymous requests.
-type rejectAnonymous struct{ authenticator.Request }
-
-func (r rejectAnonymous) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
-	resp, ok, err := r.Request.AuthenticateRequest(req)
-	if ok && resp != nil && resp.User != nil && resp.User.GetName() == user.Anonymous {
-		return nil, false, nil
+// clientCAs is the pool of CAs whose client certificates authenticate:
+// --client-ca-file, else the cluster's client CA as kube-apiserver
+// publishes it for extension servers. Without either, only tokens work.
+func clientCAs(ctx context.Context, file string, kube kubernetes.Interface) *x509.CertPool {
+	var pemData []byte
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			klog.ErrorS(err, "Reading --client-ca-file; client certificates are not accepted")
+			return nil
+		}
+		pemData = data
+	} else {
+		cm, err := kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		if err != nil {
+			klog.InfoS("No cluster client CA; client certificates are not accepted by the metrics endpoint", "err", err)
+			return nil
+		}
+		pemData = []byte(cm.Data["client-ca-file"])
 	}
-	return resp, ok, err
+	pool := x509.NewCertPool()
+	if len(pemData) == 0 || !pool.AppendCertsFromPEM(pemData) {
+		return nil
+	}
+	return pool
+}
+
+// servingCertificate returns the TLS certificate callback: the files of
+// --tls-cert-file and --tls-private-key-file, reloaded when they change, or
+// a self-signed certificate for 127.0.0.1 and localhost.
+func servingCertificate(o *secureMetricsOptions) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if o.certFile != "" {
+		r := &certReloader{certFile: o.certFile, keyFile: o.keyFile}
+		if _, err := r.get(nil); err != nil {
+			return nil, err
+		}
+		return r.get, nil
+	}
+	certPEM, keyPEM, err := selfSigned(o.certDir)
+	if err != nil {
+		return nil, fmt.Errorf("creating the self-signed metrics certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+}
+
+// selfSigned returns the self-signed pair of dir (made there when missing),
+// or a new one in memory when dir is empty.
+func selfSigned(dir string) (certPEM, keyPEM []byte, err error) {
+	if dir != "" {
+		crt, key := filepath.Join(dir, "jobset-controller-metrics.crt"), filepath.Join(dir, "jobset-controller-metrics.key")
+		c, errC := os.ReadFile(crt)
+		k, errK := os.ReadFile(key)
+		if errC == nil && errK == nil {
+			return c, k, nil
+		}
+		if certPEM, keyPEM, err = certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil); err != nil {
+			return nil, nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, err
+		}
+		if err := os.WriteFile(crt, certPEM, 0o644); err != nil {
+			return nil, nil, err
+		}
+		if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+			return nil, nil, err
+		}
+		return certPEM, keyPEM, nil
+	}
+	return certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 }

@@ -97,7 +97,8 @@ type Controller struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
 	exp         *expectations
-	revCreated  *createdRevisions
+	revCreated  *createdObjects
+	svcCreated  *createdObjects
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
@@ -131,7 +132,8 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
-	c.revCreated = newCreatedRevisions(c.clock)
+	c.revCreated = newCreatedObjects(c.clock)
+	c.svcCreated = newCreatedObjects(c.clock)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -180,10 +182,15 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	}); err != nil {
 		return nil, err
 	}
-	for _, inf := range []cache.SharedIndexInformer{svcInf.Informer(), pvcInf.Informer()} {
-		if _, err := inf.AddEventHandler(child); err != nil {
-			return nil, err
-		}
+	if _, err := svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+		UpdateFunc: child.UpdateFunc,
+		DeleteFunc: func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := pvcInf.Informer().AddEventHandler(child); err != nil {
+		return nil, err
 	}
 	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },

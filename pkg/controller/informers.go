@@ -28,9 +28,10 @@ func childSelector() string {
 }
 
 // trimObject is the informer transform: it drops managed fields everywhere
-// and the pod template body of Jobs, keeping what the controller reads
-// (metadata, parallelism, completions, completionMode, suspend, the pod
-// template's metadata, status).
+// and, of Jobs, the pod template, the selector and the pod failure and
+// success policies, keeping what the controller reads (metadata,
+// parallelism, completions, completionMode, suspend, status). A Job that is
+// edited is read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m := acc.GetObjectMeta(); m != nil {
@@ -39,8 +40,13 @@ func trimObject(obj interface{}) (interface{}, error) {
 	}
 	switch o := obj.(type) {
 	case *batchv1.Job:
-		o.Spec.Template.Spec = corev1.PodSpec{}
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.Selector = nil
+		o.Spec.PodFailurePolicy = nil
+		o.Spec.SuccessPolicy = nil
 	case *corev1.Service:
+		// Only its existence and owner are read.
+		o.Spec = corev1.ServiceSpec{}
 		o.Status = corev1.ServiceStatus{}
 	}
 	return obj, nil

@@ -137,12 +137,23 @@ func (c *Controller) syncRevisions(ctx context.Context, s *syncState, jobs *chil
 	if err != nil {
 		return revs, err
 	}
-	if err := c.ensureRevision(ctx, js, updateName, raw, owned); err != nil {
+	st := &js.Status
+	if st.UpdateRevision == "" && len(owned) == 0 {
+		// The JobSet's first revision: its Jobs are built from the spec
+		// and need not wait for it to be stored.
+		ref := revisionOwner(js)
+		s.beside.start(func() error {
+			if err := c.ensureRevision(ctx, ref, updateName, raw, owned); err != nil {
+				c.warn(ref, reasonRevisionFailed, err)
+				return err
+			}
+			return nil
+		})
+	} else if err := c.ensureRevision(ctx, js, updateName, raw, owned); err != nil {
 		c.warn(js, reasonRevisionFailed, err)
 		return revs, err
 	}
 
-	st := &js.Status
 	if st.UpdateRevision != updateName {
 		if st.UpdateRevision != "" {
 			s.eventf("Normal", reasonRevisionAccepted, "template revision %s accepted (update strategy %s); the current Jobs use revision %s",
@@ -176,6 +187,13 @@ func (c *Controller) syncRevisions(ctx context.Context, s *syncState, jobs *chil
 		return revs, err
 	}
 	return revs, nil
+}
+
+// revisionOwner is a shallow copy of the JobSet's metadata and status, for a
+// revision write running beside the sync (which goes on changing its own
+// copy's status).
+func revisionOwner(js *jobset.JobSet) *jobset.JobSet {
+	return &jobset.JobSet{TypeMeta: js.TypeMeta, ObjectMeta: js.ObjectMeta, Status: js.Status}
 }
 
 // revisionOfJobs returns the template revision the current attempt's Jobs

@@ -89,6 +89,8 @@ type syncState struct {
 	// status write that carries them succeeded: a conflicting or failed
 	// write is retried and must not count twice.
 	recorded []func(Metrics)
+	// beside holds writes running next to the Job creates.
+	beside sideWrites
 }
 
 // record queues a metric update for after the status write.

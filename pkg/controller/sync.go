@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -55,7 +56,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 	default:
 		revs, revErr := c.syncRevisions(ctx, s, jobs)
 		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, revs, now)
-		stepErr = errors.Join(stepErr, revErr)
+		stepErr = errors.Join(stepErr, revErr, s.beside.wait())
 		if !finished(js) {
 			if js.Status.Restarts != cached.Status.Restarts {
 				// A whole-JobSet restart adopts the pending templates.
@@ -79,7 +80,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 	if !finished(js) && restartDecided(&cached.Status, &js.Status) {
 		// A restart decided in this sync is stored: start deleting the
 		// superseded Jobs now rather than one round trip later.
-		if err := c.deleteJobs(ctx, key, js, classifyJobs(js, list).previous); err != nil {
+		if err := c.deletePrevious(ctx, key, js, classifyJobs(js, list).previous); err != nil {
 			return 0, err
 		}
 	}
@@ -113,7 +114,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	js := s.js
 
 	// Jobs of superseded attempts go first.
-	if err := c.deleteJobs(ctx, key, js, jobs.previous); err != nil {
+	if err := c.deletePrevious(ctx, key, js, jobs.previous); err != nil {
 		return 0, err
 	}
 
@@ -150,13 +151,15 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 	if err := c.ensureClaims(ctx, js); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.ensureHeadlessService(ctx, js); err != nil {
-		errs = append(errs, err)
-	}
+	// The Service only names the pods; the Jobs need not wait for it.
+	// It reads a shallow copy: the sync goes on changing js's status.
+	svcOwner := &jobset.JobSet{TypeMeta: js.TypeMeta, ObjectMeta: js.ObjectMeta, Spec: js.Spec}
+	s.beside.start(func() error { return c.ensureHeadlessService(ctx, svcOwner) })
 	if err := c.deleteJobs(ctx, key, js, excessJobs(js, jobs)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.createJobs(ctx, key, revs.buildView(js), jobs, suspended); err != nil {
+	requeue, err := c.createJobs(ctx, key, revs.buildView(js), jobs, suspended)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.patchElastic(ctx, js, jobs.active); err != nil {
@@ -176,7 +179,7 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 			s.endRestarting(reasonRestartingJobsReady, messageRestartingJobsReady, now)
 		}
 	}
-	return 0, errors.Join(errs...)
+	return requeue, errors.Join(errs...)
 }
 
 // writeStatus persists the new status with one write when it changed, and
@@ -229,11 +232,12 @@ func excessJobs(js *jobset.JobSet, jobs *childJobs) []*batchv1.Job {
 }
 
 // createJobs creates the missing Jobs of the current attempt that the
-// startup order allows, in parallel.
-func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobSet, jobs *childJobs, suspended bool) error {
+// startup order allows, in parallel. It returns when to look again for a
+// Job held back by a running pod of an earlier attempt.
+func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobSet, jobs *childJobs, suspended bool) (time.Duration, error) {
 	blocking := js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobset.BlockingRecreate
 	if blocking && (len(jobs.previous) > 0 || hasOlderAttempt(js, jobs.deleting)) {
-		return nil
+		return 0, nil
 	}
 	layout := newIndexLayout(js)
 	var want []*batchv1.Job
@@ -257,7 +261,22 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		}
 	}
 	if len(want) == 0 {
-		return nil
+		return 0, nil
+	}
+	var requeue time.Duration
+	if !firstAttempt(js) {
+		// Earlier Jobs of these names may have left running pods.
+		var held bool
+		var err error
+		if want, held, err = c.withoutRunningPredecessors(ctx, js, want); err != nil {
+			return 0, err
+		}
+		if held {
+			requeue = oldPodRetry(js, c.clock.Now())
+		}
+		if len(want) == 0 {
+			return requeue, nil
+		}
 	}
 	var mu sync.Mutex
 	var errs []error
@@ -291,12 +310,35 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	}
 	if err := errors.Join(errs...); err != nil {
 		c.warn(js, reasonJobCreationFailed, err)
-		return err
+		return 0, err
 	}
 	if created > 0 {
 		c.observeJobCreation(key, js, jobs, createdNames)
 	}
-	return nil
+	return requeue, nil
+}
+
+// withoutRunningPredecessors drops from want the Jobs whose names still
+// have a running pod of an earlier attempt, and tells whether it did.
+func (c *Controller) withoutRunningPredecessors(ctx context.Context, js *jobset.JobSet, want []*batchv1.Job) ([]*batchv1.Job, bool, error) {
+	names := make(map[string]bool, len(want))
+	for _, j := range want {
+		names[j.Name] = true
+	}
+	blocked, err := c.runningPredecessors(ctx, js, names)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]*batchv1.Job, 0, len(want))
+	for _, j := range want {
+		if !blocked[j.Name] {
+			out = append(out, j)
+		}
+	}
+	if len(blocked) > 0 {
+		klog.FromContext(ctx).V(2).Info("Waiting for pods of an earlier attempt to finish", "jobs", len(blocked))
+	}
+	return out, len(blocked) > 0, nil
 }
 
 // foreignJob looks at the Job that made a create fail with AlreadyExists.
@@ -322,8 +364,22 @@ func hasOlderAttempt(js *jobset.JobSet, deleting []*batchv1.Job) bool {
 	return false
 }
 
-// deleteJobs deletes Jobs in the foreground, in parallel.
+// deleteJobs deletes Jobs in the foreground, in parallel, and their pods
+// right away. Foreground deletion keeps a Job's name taken until its pods
+// are gone (so a Job of the next attempt, whose pods take the same
+// hostnames, cannot start beside them); deleting the pods directly rather
+// than leaving it to the garbage collector saves its pass over them, made
+// at kube-controller-manager's client rate.
 func (c *Controller) deleteJobs(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job) error {
+	return c.deleteJobsWith(ctx, key, jobs, metav1.DeletePropagationForeground)
+}
+
+// deletePrevious deletes the Jobs of superseded attempts (restart_pods.go).
+func (c *Controller) deletePrevious(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job) error {
+	return c.deleteJobsWith(ctx, key, jobs, restartPropagation(js))
+}
+
+func (c *Controller) deleteJobsWith(ctx context.Context, key string, jobs []*batchv1.Job, propagation metav1.DeletionPropagation) error {
 	var todo []*batchv1.Job
 	for _, j := range jobs {
 		if j.DeletionTimestamp == nil && !c.exp.deletePending(key, j.Name, j.UID) {
@@ -338,11 +394,14 @@ func (c *Controller) deleteJobs(ctx context.Context, key string, js *jobset.JobS
 	c.parallel(len(todo), func(i int) {
 		job := todo[i]
 		uid := job.UID
-		opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}
+		opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(propagation)}
 		if uid != "" {
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
 		err := c.kube.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, opts)
+		if err == nil && uid != "" {
+			err = c.deletePodsOf(ctx, job.Namespace, uid)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -352,6 +411,14 @@ func (c *Controller) deleteJobs(ctx context.Context, key string, js *jobset.JobS
 		c.exp.expectDelete(key, job.Name, uid)
 	})
 	return errors.Join(errs...)
+}
+
+// deletePodsOf deletes the pods of the Job with the given UID (the Job
+// controller labels them with it), each with its own grace period.
+func (c *Controller) deletePodsOf(ctx context.Context, namespace string, uid types.UID) error {
+	sel := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(uid)}).String()
+	err := c.kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	return wrapf(err, "deleting its pods")
 }
 
 // patchElastic patches a changed parallelism or completions of the

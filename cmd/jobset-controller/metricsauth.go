@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// tokenReviewer and accessReviewer are the parts of client-go's typed
+// clients the endpoint uses.
+type tokenReviewer interface {
+	Create(context.Context, *authenticationv1.TokenReview, metav1.CreateOptions) (*authenticationv1.TokenReview, error)
+}
+
+type accessReviewer interface {
+	Create(context.Context, *authorizationv1.SubjectAccessReview, metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
+}
+
+// metricsAuth authenticates and authorizes scrapes, caching the answers of
+// the API server for ttl (errors are not cached).
+type metricsAuth struct {
+	tokens tokenReviewer
+	access accessReviewer
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu       sync.Mutex
+	users    map[[32]byte]cachedUser
+	allowed  map[string]cachedAnswer
+	maxCache int
+}
+
+type cachedUser struct {
+	user    *authenticationv1.UserInfo // nil: the token is not valid
+	expires time.Time
+}
+
+type cachedAnswer struct {
+	allowed bool
+	expires time.Time
+}
+
+func newMetricsAuth(tokens tokenReviewer, access accessReviewer, ttl time.Duration) *metricsAuth {
+	return &metricsAuth{
+		tokens: tokens, access: access, ttl: ttl, now: time.Now,
+		users: map[[32]byte]cachedUser{}, allowed: map[string]cachedAnswer{}, maxCache: 1024,
+	}
+}
+
+// wrap serves h to callers that are authenticated (else 401) and allowed
+// get on the request's path (else 403).
+func (a *metricsAuth) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, err := a.authenticate(r)
+		if err != nil {
+			klog.ErrorS(err, "Reviewing a metrics scraper's token")
+			http.Error(w, "authentication failed", http.StatusInternalServerError)
+			return
+		}
+		if u == nil {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		ok, err := a.authorize(r.Context(), u, r.URL.Path)
+		if err != nil {
+			klog.ErrorS(err, "Authorizing a metrics scraper", "user", u.Username)
+			http.Error(w, "authorization failed", http.StatusInternalServerError)
+			return
+		}
+		if !ok {
+			http.Error(w, "Forbidden: "+u.Username+" may not get "+r.URL.Path, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authenticate returns the caller, nil when it has no valid credentials.
+// A verified client certificate wins over a token.
+func (a *metricsAuth) authenticate(r *http.Request) (*authenticationv1.UserInfo, error) {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		if leaf.Subject.CommonName != "" {
+			return &authenticationv1.UserInfo{Username: leaf.Subject.CommonName, Groups: leaf.Subject.Organization}, nil
+		}
+	}
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return nil, nil
+	}
+	key := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	c, hit := a.users[key]
+	a.mu.Unlock()
+	if hit && now.Before(c.expires) {
+		return c.user, nil
+	}
+	tr, err := a.tokens.Create(r.Context(), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var u *authenticationv1.UserInfo
+	if tr.Status.Authenticated && tr.Status.User.Username != "" {
+		u = tr.Status.User.DeepCopy()
+	}
+	a.mu.Lock()
+	a.users[key] = cachedUser{user: u, expires: now.Add(a.ttl)}
+	a.pruneLocked(now)
+	a.mu.Unlock()
+	return u, nil
+}
+
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// authorize asks whether u may get path.
+func (a *metricsAuth) authorize(ctx context.Context, u *authenticationv1.UserInfo, path string) (bool, error) {
+	key := accessKey(u, path)
+	now := a.now()
+	a.mu.Lock()
+	c, hit := a.allowed[key]
+	a.mu.Unlock()
+	if hit && now.Before(c.expires) {
+		return c.allowed, nil
+	}
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.allowed[key] = cachedAnswer{allowed: sar.Status.Allowed, expires: now.Add(a.ttl)}
+	a.pruneLocked(now)
+	a.mu.Unlock()
+	return sar.Status.Allowed, nil
+}
+
+// accessKey identifies a user with all its attributes, and the path.
+func accessKey(u *authenticationv1.UserInfo, path string) string {
+	var b strings.Builder
+	for _, s := range []string{path, u.Username, u.UID} {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	groups := append([]string(nil), u.Groups...)
+	sort.Strings(groups)
+	b.WriteString(strings.Join(groups, "\x01"))
+	keys := make([]string, 0, len(u.Extra))
+	for k := range u.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteByte(0)
+		b.WriteString(k + "=" + strings.Join(u.Extra[k], "\x01"))
+	}
+	return b.String()
+}
+
+// pruneLocked keeps the caches small: expired entries go when a cache is
+// full, and everything goes if that is not enough.
+func (a *metricsAuth) pruneLocked(now time.Time) {
+	if len(a.users) > a.maxCache {
+		for k, v := range a.users {
+			if !now.Before(v.expires) {
+				delete(a.users, k)
+			}
+		}
+		if len(a.users) > a.maxCache {
+			a.users = map[[32]byte]cachedUser{}
+		}
+	}
+	if len(a.allowed) > a.maxCache {
+		for k, v := range a.allowed {
+			if !now.Before(v.expires) {
+				delete(a.allowed, k)
+			}
+		}
+		if len(a.allowed) > a.maxCache {
+			a.allowed = map[string]cachedAnswer{}
+		}
+	}
+}
+
+// certReloader serves a certificate from files, loading them again when
+// either file's modification time changes (certificate rotation).
+type certReloader struct {
+	certFile, keyFile string
+
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	certTime time.Time
+	keyTime  time.Time
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	ci, errC := os.Stat(r.certFile)
+	ki, errK := os.Stat(r.keyFile)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cert != nil && (errC != nil || errK != nil || (ci.ModTime().Equal(r.certTime) && ki.ModTime().Equal(r.keyTime))) {
+		return r.cert, nil // unchanged, or a rotation in progress
+	}
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		if r.cert != nil {
+			klog.ErrorS(err, "Reloading the metrics serving certificate; keeping the previous one")
+			return r.cert, nil
+		}
+		return nil, err
+	}
+	r.cert = &cert
+	if errC == nil && errK == nil {
+		r.certTime, r.keyTime = ci.ModTime(), ki.ModTime()
+	}
+	return r.cert, nil
+}

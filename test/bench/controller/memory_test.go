@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+// controllerHeapMiB reads go_memstats_heap_inuse_bytes from the
+// controller's plain-HTTP /metrics (0 when it cannot).
+func controllerHeapMiB(b *testing.B) float64 {
+	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
+	if err != nil {
+		return 0
+	}
+	port := ""
+	for _, line := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(line, "JOBSET_CONTROLLER_METRICS_PORT="); ok {
+			port = strings.TrimSpace(v)
+		}
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+	if err != nil {
+		b.Logf("scraping the controller: %v", err)
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f / (1 << 20)
+		}
+	}
+	return 0
+}
+
+// createSettled creates JobSets first..first+n-1 of M Jobs (one pod each)
+// and waits until every one of them reports all its Jobs ready, so that
+// the controller has seen every pod start.
+func createSettled(b *testing.B, ns string, first, n, perJobSet int) {
+	b.Helper()
+	createParallel(b, n, 16, func(k int) error {
+		js := &v1alpha2.JobSet{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%d", first+k), Namespace: ns},
+			Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{
+				Name: "w", Replicas: ptr.To(int32(perJobSet)),
+				Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate()}},
+			}}},
+		}
+		_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(), js, metav1.CreateOptions{})
+		return err
+	})
+	want := first + n
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 20*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			list, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(list.Items) != want {
+				return false, nil
+			}
+			for _, js := range list.Items {
+				if len(js.Status.ReplicatedJobsStatus) != 1 || js.Status.ReplicatedJobsStatus[0].Ready != int32(perJobSet) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	if err != nil {
+		b.Fatalf("waiting for %d JobSets to have all Jobs ready: %v", want, err)
+	}
+}
+
+// BenchmarkMemory: the controller's RSS (and Go heap in use) idle, then
+// with N JobSets × M Jobs of one pod running, then with twice as many. The
+// growth per managed pod is the difference between the last two over the
+// pods added. Run it first (before other benchmarks fill the cluster):
+// -bench Memory.
+func BenchmarkMemory(b *testing.B) {
+	jobsets, perJobSet := envInt("BENCH_JOBSETS", 200), envInt("BENCH_JOBS_PER_JOBSET", 4)
+	for i := 0; i < b.N; i++ {
+		idleRSS, idleHeap := controllerRSSMiB(b), controllerHeapMiB(b)
+		ns := newNamespace(b, "memory")
+		createSettled(b, ns, 0, jobsets, perJobSet)
+		rss1, heap1 := controllerRSSMiB(b), controllerHeapMiB(b)
+		createSettled(b, ns, jobsets, jobsets, perJobSet)
+		rss2, heap2 := controllerRSSMiB(b), controllerHeapMiB(b)
+		pods := float64(jobsets * perJobSet)
+		b.Logf("RSS %.1f → %.1f (%d pods) → %.1f MiB (%d pods); heap in use %.1f → %.1f → %.1f MiB",
+			idleRSS, rss1, jobsets*perJobSet, rss2, 2*jobsets*perJobSet, idleHeap, heap1, heap2)
+		b.ReportMetric(idleRSS, "idle-RSS-MiB")
+		b.ReportMetric(rss1, "RSS-MiB-at-N")
+		b.ReportMetric(rss2, "RSS-MiB-at-2N")
+		b.ReportMetric((rss2-rss1)*1024/pods, "RSS-KiB-per-pod")
+		b.ReportMetric((heap2-heap1)*1024/pods, "heap-KiB-per-pod")
+	}
+}

@@ -1,0 +1,290 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+const failPatch = `{"metadata":{"labels":{"pod-fail.stage.kwok.x-k8s.io":"true"},"annotations":{"pod-fail.stage.kwok.x-k8s.io/delay":"0s"}}}`
+
+// failPods makes kwok fail the given pods, all at once.
+func failPods(b *testing.B, ns string, pods []string) {
+	b.Helper()
+	createParallel(b, len(pods), 20, func(k int) error {
+		_, err := cluster.Kube.CoreV1().Pods(ns).Patch(context.Background(), pods[k], types.MergePatchType, []byte(failPatch), metav1.PatchOptions{})
+		return err
+	})
+}
+
+// onePodPerGroup returns one running pod of each group (JobSet or plain
+// group) of the namespace: the pods of Jobs whose name ends in "-0".
+func onePodPerGroup(b *testing.B, ns string, groups int, selector string) []string {
+	b.Helper()
+	var names []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 5*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			list, err := cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+			if err != nil {
+				return false, nil
+			}
+			names = names[:0]
+			for _, p := range list.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
+					strings.HasSuffix(p.Labels["batch.kubernetes.io/job-name"], "-0") {
+					names = append(names, p.Name)
+				}
+			}
+			return len(names) == groups, nil
+		})
+	if err != nil {
+		b.Fatalf("waiting for a running pod in each of %d groups: %v (have %d)", groups, err, len(names))
+	}
+	return names
+}
+
+// BenchmarkRestart: in one op, G JobSets of M Jobs (one pod each,
+// backoffLimit 0) run; one pod of each fails at once; the controller's
+// time ends when all G×M Jobs of the next attempt exist. In the same op,
+// the reference: G×M plain Jobs run, the same pods fail, and a plain
+// client (50 goroutines, no client-side rate limit) deletes all the Jobs
+// with foreground propagation, waits until they are gone and creates them
+// again. controller/plain is the controller's time over the reference's
+// (0.5: twice as fast as the naive path).
+//
+// BENCH_RESTART_TRACE=1 writes the timeline of the controller's restart
+// (when each pod, Job and JobSet passed each step) to
+// _output/bench/restart-trace-<namespace>.txt.
+func BenchmarkRestart(b *testing.B) {
+	groups, perJobSet := envInt("BENCH_RESTART_JOBSETS", 20), envInt("BENCH_JOBS_PER_JOBSET", 4)
+	total := groups * perJobSet
+	kube := unlimitedKube()
+	var plainSum, ctrlSum time.Duration
+	for i := 0; i < b.N; i++ {
+		// The controller.
+		ns := newNamespace(b, "restart-ctrl")
+		createParallel(b, groups, 16, func(k int) error {
+			js := &v1alpha2.JobSet{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%d", k), Namespace: ns},
+				Spec: v1alpha2.JobSetSpec{
+					FailurePolicy: &v1alpha2.FailurePolicy{MaxRestarts: 10},
+					ReplicatedJobs: []v1alpha2.ReplicatedJob{{
+						Name: "w", Replicas: ptr.To(int32(perJobSet)),
+						Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: podTemplate()}},
+					}},
+				},
+			}
+			_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(), js, metav1.CreateOptions{})
+			return err
+		})
+		waitPodCount(b, ns, total)
+		victims := onePodPerGroup(b, ns, groups, v1alpha2.RestartsKey+"=0")
+		var tr *tracer
+		if os.Getenv("BENCH_RESTART_TRACE") == "1" {
+			tr = startTracer(b, ns)
+		}
+		start := time.Now()
+		failPods(b, ns, victims)
+		ctrl := waitJobCount(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
+		if tr != nil {
+			tr.write(b, start, ns)
+		}
+		waitPodCount(b, ns, total)
+
+		// The reference.
+		pns := newNamespace(b, "restart-plain")
+		createParallel(b, total, 50, func(k int) error {
+			_, err := kube.BatchV1().Jobs(pns).Create(context.Background(), plainJob(fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), k/perJobSet), metav1.CreateOptions{})
+			return err
+		})
+		waitPodCount(b, pns, total)
+		victims = onePodPerGroup(b, pns, groups, "bench=plain")
+		start = time.Now()
+		failPods(b, pns, victims)
+		fg := metav1.DeletePropagationForeground
+		createParallel(b, total, 50, func(k int) error {
+			return kube.BatchV1().Jobs(pns).Delete(context.Background(), fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), metav1.DeleteOptions{PropagationPolicy: &fg})
+		})
+		waitJobsGone(b, pns)
+		createParallel(b, total, 50, func(k int) error {
+			_, err := kube.BatchV1().Jobs(pns).Create(context.Background(), plainJob(fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), k/perJobSet), metav1.CreateOptions{})
+			return err
+		})
+		plain := waitJobCount(b, pns, "bench=plain", total).Sub(start)
+		b.Logf("round %d: controller %.2fs, plain foreground delete+wait+create %.2fs (%d Jobs)", i, ctrl.Seconds(), plain.Seconds(), total)
+		plainSum += plain
+		ctrlSum += ctrl
+	}
+	n := float64(b.N)
+	b.ReportMetric(ctrlSum.Seconds()/n, "controller-s")
+	b.ReportMetric(plainSum.Seconds()/n, "plain-s")
+	b.ReportMetric(ctrlSum.Seconds()/plainSum.Seconds(), "controller/plain")
+}
+
+func waitJobsGone(b *testing.B, ns string) {
+	b.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			list, err := cluster.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			return err == nil && len(list.Items) == 0, nil
+		})
+	if err != nil {
+		b.Fatalf("waiting for the Jobs of %s to be gone: %v", ns, err)
+	}
+}
+
+// tracer records, from watches, when each object of a namespace first
+// reached each step of a restart.
+type tracer struct {
+	mu     sync.Mutex
+	steps  map[string]map[string]time.Time // step → object → first seen
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func startTracer(b *testing.B, ns string) *tracer {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &tracer{steps: map[string]map[string]time.Time{}, cancel: cancel}
+	open := func(w func(context.Context) (watch.Interface, error), note func(watch.Event)) {
+		wi, err := w(ctx)
+		if err != nil {
+			b.Fatalf("trace watch: %v", err)
+		}
+		t.done.Add(1)
+		go func() {
+			defer t.done.Done()
+			defer wi.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					note(ev)
+				}
+			}
+		}()
+	}
+	open(func(ctx context.Context) (watch.Interface, error) {
+		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) {
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		attempt := p.Labels[v1alpha2.RestartsKey]
+		id := p.Name
+		switch {
+		case ev.Type == watch.Deleted:
+			t.note("pod "+attempt+" gone", id)
+		case p.DeletionTimestamp != nil:
+			t.note("pod "+attempt+" deleting", id)
+		case p.Status.Phase == corev1.PodFailed:
+			t.note("pod "+attempt+" failed", id)
+		case ev.Type == watch.Added:
+			t.note("pod "+attempt+" created", id)
+		}
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			t.note("pod "+attempt+" running", id)
+		}
+	})
+	open(func(ctx context.Context) (watch.Interface, error) {
+		return cluster.Kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) {
+		j, ok := ev.Object.(*batchv1.Job)
+		if !ok {
+			return
+		}
+		attempt := j.Labels[v1alpha2.RestartsKey]
+		id := j.Name + "/" + string(j.UID)
+		switch {
+		case ev.Type == watch.Deleted:
+			t.note("job "+attempt+" gone", id)
+		case j.DeletionTimestamp != nil:
+			t.note("job "+attempt+" deleting", id)
+		case ev.Type == watch.Added:
+			t.note("job "+attempt+" created", id)
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				t.note("job "+attempt+" failed", id)
+			}
+		}
+	})
+	open(func(ctx context.Context) (watch.Interface, error) {
+		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) {
+		js, ok := ev.Object.(*v1alpha2.JobSet)
+		if !ok {
+			return
+		}
+		if js.Status.Restarts > 0 {
+			t.note("jobset restarts=1 stored", js.Name)
+		}
+	})
+	return t
+}
+
+func (t *tracer) note(step, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.steps[step]
+	if m == nil {
+		m = map[string]time.Time{}
+		t.steps[step] = m
+	}
+	if _, seen := m[id]; !seen {
+		m[id] = time.Now()
+	}
+}
+
+// write stops the watches and writes, per step, how many objects reached
+// it and when the first, the median and the last did (seconds after start).
+func (t *tracer) write(b *testing.B, start time.Time, ns string) {
+	t.cancel()
+	t.done.Wait()
+	type row struct {
+		step             string
+		n                int
+		first, med, last float64
+	}
+	var rows []row
+	for step, m := range t.steps {
+		var ds []float64
+		for _, at := range m {
+			ds = append(ds, at.Sub(start).Seconds())
+		}
+		sort.Float64s(ds)
+		rows = append(rows, row{step, len(ds), ds[0], ds[len(ds)/2], ds[len(ds)-1]})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].last < rows[j].last })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-32s %5s %8s %8s %8s\n", "step", "count", "first", "median", "last")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "%-32s %5d %8.2f %8.2f %8.2f\n", r.step, r.n, r.first, r.med, r.last)
+	}
+	b.Logf("restart timeline (s after the pod failures):\n%s", sb.String())
+	path := filepath.Join(cluster.LocalDir, "restart-trace-"+ns+".txt")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		b.Logf("writing %s: %v", path, err)
+	}
+}
