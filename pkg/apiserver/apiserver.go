@@ -19,11 +19,15 @@ import (
 // Config is the server's configuration before completion.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	// StorageRequestLimit is etcd's request size limit when known (the
+	// embedded etcd's), named in the 413 for JobSets too large to store.
+	StorageRequestLimit int64
 }
 
 // CompletedConfig is a Config with every default filled in.
 type CompletedConfig struct {
-	GenericConfig genericapiserver.CompletedConfig
+	GenericConfig       genericapiserver.CompletedConfig
+	StorageRequestLimit int64
 }
 
 // Server is a JobSet API server ready to run.
@@ -33,7 +37,7 @@ type Server struct {
 
 // Complete fills in the defaults of the generic configuration.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), StorageRequestLimit: c.StorageRequestLimit}
 }
 
 // New builds the server and installs the jobset.x-k8s.io group.
@@ -44,7 +48,8 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(jobset.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 
-	jobsets, err := jobsetstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	restOptions := sizeLimitedRESTOptions{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter, limit: c.StorageRequestLimit}
+	jobsets, err := jobsetstorage.NewStorage(Scheme, restOptions)
 	if err != nil {
 		return nil, fmt.Errorf("creating jobsets storage: %w", err)
 	}
