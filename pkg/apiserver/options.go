@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,6 +49,9 @@ type Options struct {
 	// EmbeddedEtcdQuotaBackendBytes is the size the embedded etcd's database
 	// may reach before it raises its NOSPACE alarm and refuses writes.
 	EmbeddedEtcdQuotaBackendBytes int64
+	// EmbeddedEtcdMaintenanceInterval is how often the embedded etcd's
+	// database is checked for defragmentation and a NOSPACE alarm.
+	EmbeddedEtcdMaintenanceInterval time.Duration
 
 	embeddedEtcd *embeddedetcd.Server
 	// standalone is set when no Kubernetes API is reachable: the server then
@@ -64,12 +68,13 @@ func NewOptions(out, errOut io.Writer) *Options {
 			etcdPathPrefix,
 			Codecs.LegacyCodec(v1alpha2.SchemeGroupVersion),
 		),
-		ServerRun:                     NewRunOptions(),
-		EmbeddedEtcdDir:               "/var/lib/jobset-apiserver/etcd",
-		EmbeddedEtcdMaxRequestBytes:   embeddedetcd.DefaultMaxRequestBytes,
-		EmbeddedEtcdQuotaBackendBytes: embeddedetcd.DefaultQuotaBackendBytes,
-		Out:                           out,
-		ErrOut:                        errOut,
+		ServerRun:                       NewRunOptions(),
+		EmbeddedEtcdDir:                 "/var/lib/jobset-apiserver/etcd",
+		EmbeddedEtcdMaxRequestBytes:     embeddedetcd.DefaultMaxRequestBytes,
+		EmbeddedEtcdQuotaBackendBytes:   embeddedetcd.DefaultQuotaBackendBytes,
+		EmbeddedEtcdMaintenanceInterval: time.Minute,
+		Out:                             out,
+		ErrOut:                          errOut,
 	}
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
@@ -92,6 +97,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The largest write the embedded etcd accepts, which bounds a stored JobSet (with its metadata and defaults); larger ones get 413. The server's etcd client sends at most 2 MiB whatever this says.")
 	fs.Int64Var(&o.EmbeddedEtcdQuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.EmbeddedEtcdQuotaBackendBytes,
 		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507, and /readyz fails) until enough is deleted; the alarm then clears by itself.")
+	fs.DurationVar(&o.EmbeddedEtcdMaintenanceInterval, "embedded-etcd-maintenance-interval", o.EmbeddedEtcdMaintenanceInterval,
+		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
 }
 
 // Complete fills in what depends on other options and on the environment.
@@ -107,10 +114,11 @@ func (o *Options) Complete() error {
 	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
 		srv, err := embeddedetcd.Start(embeddedetcd.Config{
-			Dir:               o.EmbeddedEtcdDir,
-			ClientPort:        o.EmbeddedEtcdClientPort,
-			MaxRequestBytes:   o.EmbeddedEtcdMaxRequestBytes,
-			QuotaBackendBytes: o.EmbeddedEtcdQuotaBackendBytes,
+			Dir:                 o.EmbeddedEtcdDir,
+			ClientPort:          o.EmbeddedEtcdClientPort,
+			MaxRequestBytes:     o.EmbeddedEtcdMaxRequestBytes,
+			QuotaBackendBytes:   o.EmbeddedEtcdQuotaBackendBytes,
+			MaintenanceInterval: o.EmbeddedEtcdMaintenanceInterval,
 		})
 		if err != nil {
 			return err
@@ -134,6 +142,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EmbeddedEtcdQuotaBackendBytes <= 0 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
+	}
+	if o.EmbeddedEtcdMaintenanceInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive"))
 	}
 	return utilerrors.NewAggregate(errs)
 }

@@ -2,6 +2,7 @@ package embeddedetcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -27,7 +30,7 @@ const defragFreeRatio = 0.5
 
 // alarmClearRatio: disarm NOSPACE once the data in use is below this share
 // of the quota, so that a write does not raise it again at once.
-const alarmClearRatio = 0.8
+const alarmClearRatio = 0.5
 
 var (
 	dbSizeBytes = metrics.NewGauge(&metrics.GaugeOpts{
@@ -101,8 +104,14 @@ func (m *maintainer) shutdown() {
 // NOSPACE alarm once the data fits again.
 func (m *maintainer) check() {
 	be := m.etcd.Server.Backend()
-	size, inUse := be.Size(), be.SizeInUse()
 	alarmed := m.nospaceRaised()
+	if alarmed {
+		m.compact()
+	}
+	size, inUse := be.Size(), be.SizeInUse()
+	if alarmed {
+		klog.V(2).InfoS("The embedded etcd's NOSPACE alarm is raised", "size", size, "inUse", inUse, "quota", m.quota)
+	}
 	free := size - inUse
 	mostlyFree := free > 0 && float64(free) >= defragFreeRatio*float64(size) && size >= m.minDB
 	fits := float64(inUse) < alarmClearRatio*float64(m.quota)
@@ -144,6 +153,20 @@ func (m *maintainer) nospaceRaised() bool {
 	return false
 }
 
+// compact drops the history of deleted and overwritten keys. The API
+// server's own compactor cannot while NOSPACE is raised (it records its
+// progress with a write, which etcd refuses), so without this the alarm
+// would never clear. Watchers behind the compacted revision relist.
+func (m *maintainer) compact() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rev := m.etcd.Server.KV().Rev()
+	_, err := m.etcd.Server.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true})
+	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) && !errors.Is(err, mvcc.ErrCompacted) {
+		klog.ErrorS(err, "Compacting the embedded etcd under its NOSPACE alarm failed", "revision", rev)
+	}
+}
+
 func (m *maintainer) disarm() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -172,6 +195,8 @@ func (c spaceCheck) Name() string { return "embedded-etcd-space" }
 
 func (c spaceCheck) Check(*http.Request) error {
 	if c.m.alarm.Load() || c.m.nospaceRaised() {
+		// Report it now; the maintenance pass that may clear it follows.
+		nospaceAlarm.Set(1)
 		c.m.kick()
 		return fmt.Errorf("the embedded etcd's NOSPACE alarm is raised: its database reached the quota of %d bytes and writes are refused until JobSets are deleted", c.m.quota)
 	}
