@@ -182,7 +182,7 @@ func (o *Options) Config() (*Config, error) {
 		return nil, err
 	}
 	o.ServerRun.ApplyTo(&cfg.Config)
-	c := &Config{GenericConfig: cfg}
+	c := &Config{GenericConfig: cfg, Standalone: o.standalone}
 	if o.embeddedEtcd != nil {
 		c.StorageRequestLimit = o.EmbeddedEtcdMaxRequestBytes
 		cfg.ReadyzChecks = append(cfg.ReadyzChecks, o.embeddedEtcd.SpaceCheck())
