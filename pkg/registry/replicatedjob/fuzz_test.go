@@ -138,4 +138,6 @@ func decodeJobSet(scheme *runtime.Scheme, dec runtime.Decoder, data []byte) (*jo
 	return js, nil
 }
 
-func scaleSpec(replicas int32) autoscalingv1.ScaleSpec { return autoscalingv1.ScaleSpec{Replicas: replicas} }
+func scaleSpec(replicas int32) autoscalingv1.ScaleSpec {
+	return autoscalingv1.ScaleSpec{Replicas: replicas}
+}
