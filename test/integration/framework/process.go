@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,7 +53,8 @@ var (
 	buildErr  error
 )
 
-// serverBinary builds cmd/jobset-apiserver once per test binary.
+// serverBinary builds cmd/jobset-apiserver (and the etcd helper) once per
+// test binary.
 func serverBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -64,7 +66,8 @@ func serverBinary(t testing.TB) string {
 		binPath = filepath.Join(dir, "jobset-apiserver")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, "./cmd/jobset-apiserver")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dir+"/",
+			"./cmd/jobset-apiserver", "./test/integration/framework/etcdprocess")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -74,6 +77,40 @@ func serverBinary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// StartEtcdProcess runs an etcd member as its own process on a free
+// loopback port, with its data in dir, and returns the process and its
+// client URL. It is killed when the test ends.
+func StartEtcdProcess(t testing.TB, dir string) (*exec.Cmd, string) {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(serverBinary(t)), "etcdprocess")
+	port := freePort(t)
+	cmd := exec.Command(bin, dir, strconv.Itoa(port))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("etcd exited:\n%s", out.String())
+		default:
+		}
+		return strings.Contains(out.String(), "serving "), nil
+	})
+	if err != nil {
+		t.Fatalf("etcd did not start: %v", err)
+	}
+	return cmd, "http://127.0.0.1:" + strconv.Itoa(port)
 }
 
 // StartProcess starts jobset-apiserver standalone with its data in dir (a
