@@ -93,14 +93,17 @@ func Start(cfg Config) (*Server, error) {
 	ec.MaxRequestBytes = uint(cfg.MaxRequestBytes)
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	// Peers are never dialled in a one-member cluster, but etcd always
-	// listens for them: a socket in the private directory keeps that
-	// listener off the network. The advertised URL is only a label.
-	peer := url.URL{Scheme: "unix", Path: filepath.Join(dir, peerSocketName)}
+	// listens for them, and whoever reaches that listener can append to
+	// the raft log. A socket in the private directory keeps it off the
+	// network (etcd takes a peer socket's path from the URL's host). The
+	// advertised URL is only a label, kept as it always was.
+	peerListen := url.URL{Scheme: "unix", Host: filepath.Join(dir, peerSocketName)}
+	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	client, err := clientURL(dir, cfg.ClientPort)
 	if err != nil {
 		return nil, err
 	}
-	ec.ListenPeerUrls = []url.URL{peer}
+	ec.ListenPeerUrls = []url.URL{peerListen}
 	ec.AdvertisePeerUrls = []url.URL{peer}
 	ec.ListenClientUrls = []url.URL{client}
 	ec.AdvertiseClientUrls = []url.URL{client}
