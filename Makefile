@@ -62,8 +62,16 @@ test-integration: ## The real API server on a real (embedded) etcd, in process (
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
-fuzz: ## Fuzz decode, default and validate for a minute.
-	$(GO) test -run '^$$' -fuzz FuzzValidateJobSet -fuzztime 60s ./pkg/apis/jobset/validation/
+# Every fuzz target and its package; 'make fuzz' runs each for FUZZTIME.
+FUZZ_TARGETS = FuzzValidateJobSet:./pkg/apis/jobset/validation/ FuzzJobSetUpdate:./pkg/registry/jobset/ \
+	FuzzScale:./pkg/registry/replicatedjob/ FuzzDecodeJobSet:./pkg/apiserver/
+FUZZTIME ?= 60s
+
+fuzz: ## Run every fuzz target for FUZZTIME each (default 60s); findings land in the package's testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $${t%%:*} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+	done
 
 bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md.
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./test/bench/...

@@ -395,7 +395,10 @@ start kube-apiserver "${BIN_DIR}/kube-apiserver" \
   --requestheader-uid-headers=X-Remote-Uid \
   --proxy-client-cert-file="${P}/front-proxy-client.crt" \
   --proxy-client-key-file="${P}/front-proxy-client.key" \
-  --enable-aggregator-routing=false
+  --enable-aggregator-routing=false \
+  --audit-policy-file="${ROOT}/hack/local/audit-policy.yaml" \
+  --audit-log-path="${LOCAL_DIR}/logs/kube-apiserver-audit.log" \
+  --audit-log-maxsize=100 --audit-log-maxbackup=1
 wait_for kube-apiserver "kube-apiserver /readyz" probe -cert "${P}/admin.crt" -key "${P}/admin.key" "${API_URL}/readyz"
 
 # ---------------------------------------------------------------------------

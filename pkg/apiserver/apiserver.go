@@ -19,11 +19,18 @@ import (
 // Config is the server's configuration before completion.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
+	// StorageRequestLimit is etcd's request size limit when known (the
+	// embedded etcd's), named in the 413 for JobSets too large to store.
+	StorageRequestLimit int64
+	// Standalone is set when no Kubernetes cluster is behind the server.
+	Standalone bool
 }
 
 // CompletedConfig is a Config with every default filled in.
 type CompletedConfig struct {
-	GenericConfig genericapiserver.CompletedConfig
+	GenericConfig       genericapiserver.CompletedConfig
+	StorageRequestLimit int64
+	Standalone          bool
 }
 
 // Server is a JobSet API server ready to run.
@@ -33,7 +40,7 @@ type Server struct {
 
 // Complete fills in the defaults of the generic configuration.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete()}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), StorageRequestLimit: c.StorageRequestLimit, Standalone: c.Standalone}
 }
 
 // New builds the server and installs the jobset.x-k8s.io group.
@@ -44,15 +51,20 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(jobset.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 
-	jobsets, err := jobsetstorage.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter)
+	restOptions := sizeLimitedRESTOptions{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter, limit: c.StorageRequestLimit}
+	jobsets, err := jobsetstorage.NewStorage(Scheme, restOptions)
 	if err != nil {
 		return nil, fmt.Errorf("creating jobsets storage: %w", err)
 	}
 	// replicatedjobs stores nothing: it projects JobSets, and its scale
 	// writes go through the JobSet store and strategy.
 	replicatedJobs := replicatedjobstorage.NewStorage(jobsets.JobSet.Store)
+	var jobsetsREST rest.Storage = jobsets.JobSet
+	if c.Standalone {
+		jobsetsREST = standaloneJobSets{jobsets.JobSet}
+	}
 	group.VersionedResourcesStorageMap[v1alpha2.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"jobsets":              jobsets.JobSet,
+		"jobsets":              jobsetsREST,
 		"jobsets/status":       jobsets.Status,
 		"replicatedjobs":       replicatedJobs.ReplicatedJob,
 		"replicatedjobs/scale": replicatedJobs.Scale,

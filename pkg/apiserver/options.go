@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,12 +34,24 @@ const etcdPathPrefix = "/registry/jobset.x-k8s.io"
 // options of an aggregated API server plus the embedded etcd.
 type Options struct {
 	Recommended *genericoptions.RecommendedOptions
+	// ServerRun holds the request timeout, body limit and shutdown settings.
+	ServerRun *RunOptions
 
 	// EmbeddedEtcdDir is where the embedded etcd keeps its data when no
 	// --etcd-servers are given.
 	EmbeddedEtcdDir string
-	// EmbeddedEtcdClientPort is the loopback port of the embedded etcd.
+	// EmbeddedEtcdClientPort, when positive, is a loopback TCP port for the
+	// embedded etcd instead of its unix socket.
 	EmbeddedEtcdClientPort int
+	// EmbeddedEtcdMaxRequestBytes is the largest write the embedded etcd
+	// accepts, which bounds the size of a stored JobSet.
+	EmbeddedEtcdMaxRequestBytes int64
+	// EmbeddedEtcdQuotaBackendBytes is the size the embedded etcd's database
+	// may reach before it raises its NOSPACE alarm and refuses writes.
+	EmbeddedEtcdQuotaBackendBytes int64
+	// EmbeddedEtcdMaintenanceInterval is how often the embedded etcd's
+	// database is checked for defragmentation and a NOSPACE alarm.
+	EmbeddedEtcdMaintenanceInterval time.Duration
 
 	embeddedEtcd *embeddedetcd.Server
 	// standalone is set when no Kubernetes API is reachable: the server then
@@ -54,9 +68,13 @@ func NewOptions(out, errOut io.Writer) *Options {
 			etcdPathPrefix,
 			Codecs.LegacyCodec(v1alpha2.SchemeGroupVersion),
 		),
-		EmbeddedEtcdDir: "/var/lib/jobset-apiserver/etcd",
-		Out:             out,
-		ErrOut:          errOut,
+		ServerRun:                       NewRunOptions(),
+		EmbeddedEtcdDir:                 "/var/lib/jobset-apiserver/etcd",
+		EmbeddedEtcdMaxRequestBytes:     embeddedetcd.DefaultMaxRequestBytes,
+		EmbeddedEtcdQuotaBackendBytes:   embeddedetcd.DefaultQuotaBackendBytes,
+		EmbeddedEtcdMaintenanceInterval: time.Minute,
+		Out:                             out,
+		ErrOut:                          errOut,
 	}
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
@@ -70,10 +88,17 @@ func NewOptions(out, errOut io.Writer) *Options {
 // AddFlags registers every option on the flag set.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Recommended.AddFlags(fs)
+	o.ServerRun.AddFlags(fs)
 	fs.StringVar(&o.EmbeddedEtcdDir, "embedded-etcd-dir", o.EmbeddedEtcdDir,
 		"Data directory of the embedded etcd, started on 127.0.0.1 when --etcd-servers is empty. Its data is kept across restarts.")
 	fs.IntVar(&o.EmbeddedEtcdClientPort, "embedded-etcd-client-port", o.EmbeddedEtcdClientPort,
-		"Loopback port of the embedded etcd's client listener; 0 picks a free port.")
+		"A loopback TCP port for the embedded etcd's clients (for etcdctl while debugging). 0, the default, serves them only on the unix socket etcd.sock in --embedded-etcd-dir.")
+	fs.Int64Var(&o.EmbeddedEtcdMaxRequestBytes, "embedded-etcd-max-request-bytes", o.EmbeddedEtcdMaxRequestBytes,
+		"The largest write the embedded etcd accepts, which bounds a stored JobSet (with its metadata and defaults); larger ones get 413. The server's etcd client sends at most 2 MiB whatever this says.")
+	fs.Int64Var(&o.EmbeddedEtcdQuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.EmbeddedEtcdQuotaBackendBytes,
+		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507, and /readyz fails) until enough is deleted; the alarm then clears by itself.")
+	fs.DurationVar(&o.EmbeddedEtcdMaintenanceInterval, "embedded-etcd-maintenance-interval", o.EmbeddedEtcdMaintenanceInterval,
+		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
 }
 
 // Complete fills in what depends on other options and on the environment.
@@ -88,7 +113,13 @@ func (o *Options) Complete() error {
 		o.Recommended.Features.EnablePriorityAndFairness = false
 	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
-		srv, err := embeddedetcd.Start(embeddedetcd.Config{Dir: o.EmbeddedEtcdDir, ClientPort: o.EmbeddedEtcdClientPort})
+		srv, err := embeddedetcd.Start(embeddedetcd.Config{
+			Dir:                 o.EmbeddedEtcdDir,
+			ClientPort:          o.EmbeddedEtcdClientPort,
+			MaxRequestBytes:     o.EmbeddedEtcdMaxRequestBytes,
+			QuotaBackendBytes:   o.EmbeddedEtcdQuotaBackendBytes,
+			MaintenanceInterval: o.EmbeddedEtcdMaintenanceInterval,
+		})
 		if err != nil {
 			return err
 		}
@@ -102,8 +133,18 @@ func (o *Options) Complete() error {
 func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.Recommended.Validate()...)
+	errs = append(errs, o.ServerRun.Validate()...)
 	if o.EmbeddedEtcdClientPort < 0 || o.EmbeddedEtcdClientPort > 65535 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-client-port must be between 0 and 65535"))
+	}
+	if o.EmbeddedEtcdMaxRequestBytes < 1024 || o.EmbeddedEtcdMaxRequestBytes > math.MaxUint32 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-max-request-bytes must be between 1024 and %d", uint32(math.MaxUint32)))
+	}
+	if o.EmbeddedEtcdQuotaBackendBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
+	}
+	if o.EmbeddedEtcdMaintenanceInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive"))
 	}
 	return utilerrors.NewAggregate(errs)
 }
@@ -140,7 +181,13 @@ func (o *Options) Config() (*Config, error) {
 	if err := o.Recommended.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
-	return &Config{GenericConfig: cfg}, nil
+	o.ServerRun.ApplyTo(&cfg.Config)
+	c := &Config{GenericConfig: cfg, Standalone: o.standalone}
+	if o.embeddedEtcd != nil {
+		c.StorageRequestLimit = o.EmbeddedEtcdMaxRequestBytes
+		cfg.ReadyzChecks = append(cfg.ReadyzChecks, o.embeddedEtcd.SpaceCheck())
+	}
+	return c, nil
 }
 
 // StopEmbeddedEtcd stops the embedded etcd, if one was started.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 )
 
@@ -17,15 +18,38 @@ import (
 type Config struct {
 	// Dir holds the data; it survives restarts of the server.
 	Dir string
-	// ClientPort is the loopback port for clients; 0 picks a free one.
+	// ClientPort, when positive, serves clients on that loopback TCP port
+	// instead of the unix socket in Dir (for etcdctl while debugging).
 	ClientPort int
 	// StartTimeout bounds how long the member may take to become ready.
 	StartTimeout time.Duration
+	// MaxRequestBytes is the largest write etcd accepts (default
+	// DefaultMaxRequestBytes).
+	MaxRequestBytes int64
+	// QuotaBackendBytes is the database size at which etcd raises its
+	// NOSPACE alarm (default DefaultQuotaBackendBytes).
+	QuotaBackendBytes int64
+	// MaintenanceInterval is how often the database size is checked for
+	// defragmentation and the NOSPACE alarm (default a minute).
+	MaintenanceInterval time.Duration
+	// MinDefragBytes is the smallest database worth defragmenting when
+	// mostly free (default 64 MiB); a raised NOSPACE alarm ignores it.
+	MinDefragBytes int64
 }
+
+// Defaults of Config, set deliberately rather than inherited.
+const (
+	// DefaultMaxRequestBytes is etcd's own default: it leaves room under
+	// the 2 MiB the API server's etcd client sends at most.
+	DefaultMaxRequestBytes = 3 * 512 * 1024
+	// DefaultQuotaBackendBytes is etcd's own default quota, 2 GiB.
+	DefaultQuotaBackendBytes = 2 * 1024 * 1024 * 1024
+)
 
 // Server is a running embedded etcd.
 type Server struct {
-	etcd *embed.Etcd
+	etcd        *embed.Etcd
+	maintenance *maintainer
 	// ClientURL is where the API server's storage connects.
 	ClientURL string
 }
@@ -42,23 +66,49 @@ func Start(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating embedded etcd directory: %w", err)
 	}
+	// The sockets inside are only as private as the directory.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("restricting the embedded etcd directory to its owner: %w", err)
+	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = time.Minute
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.QuotaBackendBytes == 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
+	if cfg.MaintenanceInterval == 0 {
+		cfg.MaintenanceInterval = time.Minute
+	}
+	if cfg.MinDefragBytes == 0 {
+		cfg.MinDefragBytes = 64 * 1024 * 1024
 	}
 
 	ec := embed.NewConfig()
 	ec.Name = "jobset-apiserver"
 	ec.Dir = dir
 	ec.LogLevel = "warn"
-	// Peers are never dialled in a one-member cluster; port 0 keeps the
-	// listener off any fixed port. The advertised URL is only a label.
+	ec.MaxRequestBytes = uint(cfg.MaxRequestBytes)
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	// Peers are never dialled in a one-member cluster, but etcd always
+	// listens for them, and whoever reaches that listener can append to
+	// the raft log. A socket in the private directory keeps it off the
+	// network (etcd takes a peer socket's path from the URL's host). The
+	// advertised URL is only a label, kept as it always was.
+	peerListen := url.URL{Scheme: "unix", Host: filepath.Join(dir, peerSocketName)}
 	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", cfg.ClientPort)}
-	ec.ListenPeerUrls = []url.URL{peer}
+	client, err := clientURL(dir, cfg.ClientPort)
+	if err != nil {
+		return nil, err
+	}
+	ec.ListenPeerUrls = []url.URL{peerListen}
 	ec.AdvertisePeerUrls = []url.URL{peer}
 	ec.ListenClientUrls = []url.URL{client}
 	ec.AdvertiseClientUrls = []url.URL{client}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	keepPrivate(ec)
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -78,7 +128,11 @@ func Start(cfg Config) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd has no client listener")
 	}
-	s := &Server{etcd: e, ClientURL: "http://" + e.Clients[0].Addr().String()}
+	s := &Server{etcd: e, ClientURL: client.String()}
+	if client.Scheme == "http" {
+		s.ClientURL = "http://" + e.Clients[0].Addr().String()
+	}
+	s.maintenance = newMaintainer(e, cfg.QuotaBackendBytes, cfg.MinDefragBytes, cfg.MaintenanceInterval)
 	klog.InfoS("Embedded etcd is serving", "dir", dir, "url", s.ClientURL)
 	return s, nil
 }
@@ -86,6 +140,16 @@ func Start(cfg Config) (*Server, error) {
 // Stop shuts the member down and releases its data directory.
 func (s *Server) Stop() {
 	if s != nil && s.etcd != nil {
+		s.maintenance.shutdown()
 		s.etcd.Close()
+		s.etcd = nil
+		klog.InfoS("Embedded etcd stopped")
 	}
 }
+
+// SpaceCheck is a readiness check that fails while etcd refuses writes for
+// lack of space.
+func (s *Server) SpaceCheck() healthz.HealthChecker { return spaceCheck{s.maintenance} }
+
+// CheckSpace runs the maintenance at once (sizes, defragmentation, alarm).
+func (s *Server) CheckSpace() { s.maintenance.check() }

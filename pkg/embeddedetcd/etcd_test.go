@@ -2,6 +2,7 @@ package embeddedetcd
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -58,4 +59,14 @@ func client(t *testing.T, s *Server) *clientv3.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -65,6 +65,8 @@ func StartServerInDir(t testing.TB, etcdDir string, adjust func(*apiserver.Optio
 	opts.Recommended.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
 	opts.Recommended.SecureServing.BindPort = listener.Addr().(*net.TCPAddr).Port
 	opts.Recommended.SecureServing.ServerCert.CertDirectory = t.TempDir()
+	// No load balancer to drain in a test: stop without the readiness delay.
+	opts.ServerRun.ShutdownDelayDuration = 0
 	if adjust != nil {
 		adjust(opts)
 	}
