@@ -47,8 +47,12 @@ kube::codegen::gen_openapi \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
 
+# --prefers-protobuf: the typed clients send and accept protobuf (with JSON
+# accepted too) unless their rest.Config names a content type, as
+# client-go's own clientset does for the built-in types.
 kube::codegen::gen_client \
     --with-watch \
+    --prefers-protobuf \
     --with-applyconfig \
     --applyconfig-openapi-schema <(go run ./hack/cmd/models-schema) \
     --output-dir "${ROOT}/pkg/generated" \
