@@ -53,11 +53,49 @@ kube::codegen::gen_openapi \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
 
+# --prefers-protobuf: the typed clients send and accept protobuf (with JSON
+# accepted too) unless their rest.Config names a content type, as
+# client-go's own clientset does for the built-in types.
 kube::codegen::gen_client \
     --with-watch \
+    --prefers-protobuf \
     --with-applyconfig \
     --applyconfig-openapi-schema <(go run ./hack/cmd/models-schema) \
     --output-dir "${ROOT}/pkg/generated" \
     --output-pkg "${MODULE}/pkg/generated" \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
+
+# Protobuf marshalling of the served types (generated.proto, generated.pb.go).
+# go-to-protobuf expects a GOPATH-like tree holding every package whose
+# .proto it imports; a tree of symlinks under _output stands in for one.
+# protoc comes from Debian's protobuf-compiler package.
+if ! command -v protoc >/dev/null; then
+    if command -v apt-get >/dev/null && [[ "$(id -u)" == 0 ]]; then
+        echo "Installing protoc (protobuf-compiler)..." >&2
+        apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null
+    else
+        echo "protoc is missing: install protobuf-compiler (apt-get install protobuf-compiler)." >&2
+        exit 1
+    fi
+fi
+go install \
+    k8s.io/code-generator/cmd/go-to-protobuf \
+    k8s.io/code-generator/cmd/go-to-protobuf/protoc-gen-gogo \
+    golang.org/x/tools/cmd/goimports
+PROTO_SRC="${ROOT}/_output/protobuf-src"
+rm -rf "${PROTO_SRC}"
+for m in k8s.io/api k8s.io/apimachinery github.com/gogo/protobuf; do
+    mkdir -p "$(dirname "${PROTO_SRC}/${m}")"
+    ln -s "$(go list -m -f '{{.Dir}}' "${m}")" "${PROTO_SRC}/${m}"
+done
+mkdir -p "$(dirname "${PROTO_SRC}/${MODULE}")"
+ln -s "${ROOT}" "${PROTO_SRC}/${MODULE}"
+# A leading '-' marks packages whose .proto is only read, never written.
+PATH="${GOBIN}:${PATH}" go-to-protobuf \
+    --go-header-file "${BOILERPLATE}" \
+    --output-dir "${PROTO_SRC}" \
+    --proto-import "$(dirname "$(dirname "$(command -v protoc)")")/include" \
+    --apimachinery-packages=-k8s.io/apimachinery/pkg/util/intstr,-k8s.io/apimachinery/pkg/api/resource,-k8s.io/apimachinery/pkg/runtime/schema,-k8s.io/apimachinery/pkg/runtime,-k8s.io/apimachinery/pkg/apis/meta/v1 \
+    --packages=-k8s.io/api/core/v1,-k8s.io/api/batch/v1,"${MODULE}/pkg/apis/jobset/v1alpha2"
+rm -rf "${PROTO_SRC}"

@@ -146,6 +146,10 @@ func restConfig(o *options) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.UserAgent = "jobset-controller"
+	// Protobuf for JobSets and every built-in type the controller reads
+	// and writes; JSON is still accepted from a server that lacks it.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil
 }
 

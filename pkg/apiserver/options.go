@@ -78,6 +78,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 	}
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
+	o.Recommended.Etcd.DefaultStorageMediaType = defaultStorageMediaType
 	// Without a kubeconfig the server still runs, authenticating client
 	// certificates only and authorizing system:masters only.
 	o.Recommended.Authentication.RemoteKubeConfigFileOptional = true
@@ -178,6 +179,9 @@ func (o *Options) Config() (*Config, error) {
 	cfg.OpenAPIV3Config.Info.Title = "JobSet"
 	cfg.OpenAPIV3Config.Info.Version = v1alpha2.SchemeGroupVersion.Version
 
+	if err := o.applyStorageMediaType(); err != nil {
+		return nil, err
+	}
 	if err := o.Recommended.ApplyTo(cfg); err != nil {
 		return nil, err
 	}

@@ -69,6 +69,7 @@ func newJobSets(c *JobsetV1alpha2Client, namespace string) *jobSets {
 			namespace,
 			func() *jobsetv1alpha2.JobSet { return &jobsetv1alpha2.JobSet{} },
 			func() *jobsetv1alpha2.JobSetList { return &jobsetv1alpha2.JobSetList{} },
+			gentype.PrefersProtobuf[*jobsetv1alpha2.JobSet](),
 		),
 	}
 }

@@ -61,6 +61,7 @@ func newReplicatedJobResources(c *JobsetV1alpha2Client, namespace string) *repli
 			namespace,
 			func() *jobsetv1alpha2.ReplicatedJobResource { return &jobsetv1alpha2.ReplicatedJobResource{} },
 			func() *jobsetv1alpha2.ReplicatedJobResourceList { return &jobsetv1alpha2.ReplicatedJobResourceList{} },
+			gentype.PrefersProtobuf[*jobsetv1alpha2.ReplicatedJobResource](),
 		),
 	}
 }
@@ -69,6 +70,7 @@ func newReplicatedJobResources(c *JobsetV1alpha2Client, namespace string) *repli
 func (c *replicatedJobResources) GetScale(ctx context.Context, replicatedJobResourceName string, options v1.GetOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Get().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("replicatedjobs").
 		Name(replicatedJobResourceName).
@@ -83,6 +85,7 @@ func (c *replicatedJobResources) GetScale(ctx context.Context, replicatedJobReso
 func (c *replicatedJobResources) UpdateScale(ctx context.Context, replicatedJobResourceName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Put().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("replicatedjobs").
 		Name(replicatedJobResourceName).
