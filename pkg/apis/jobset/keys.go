@@ -28,6 +28,13 @@ const (
 	// beyond upstream.
 	TemplateRevisionKey = "jobset.sigs.k8s.io/template-revision"
 
+	// MigratingKey marks a JobSet that jobset-migrate is moving from
+	// upstream's CustomResourceDefinition; its value is the UID of the JobSet
+	// it was copied from. The controller leaves such a JobSet alone until the
+	// annotation is removed, because its Jobs still point at the old UID.
+	// It goes beyond upstream.
+	MigratingKey = "jobset.sigs.k8s.io/migrating"
+
 	// ExclusiveKey names a node label; each child Job then gets a topology
 	// domain (one value of that label) of its own.
 	ExclusiveKey = "alpha.jobset.sigs.k8s.io/exclusive-topology"

@@ -21,6 +21,7 @@ const (
 	CoordinatorKey          = jobset.CoordinatorKey
 	ExecutionAttemptKey     = jobset.ExecutionAttemptKey
 	TemplateRevisionKey     = jobset.TemplateRevisionKey
+	MigratingKey            = jobset.MigratingKey
 	ExclusiveKey            = jobset.ExclusiveKey
 	NodeSelectorStrategyKey = jobset.NodeSelectorStrategyKey
 	NamespacedJobKey        = jobset.NamespacedJobKey
