@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/yaml"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -144,18 +145,7 @@ func (m *migrator) deleteCRD(ctx context.Context) error {
 // desiredAPIService is the APIService to register.
 func (m *migrator) desiredAPIService() (*unstructured.Unstructured, error) {
 	if m.o.APIServiceFile != "" {
-		data, err := os.ReadFile(m.o.APIServiceFile)
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(data, &u.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.o.APIServiceFile, err)
-		}
-		if u.GetKind() != "APIService" || u.GetName() != apiServiceName {
-			return nil, fmt.Errorf("%s: want the APIService %s, found %s %s", m.o.APIServiceFile, apiServiceName, u.GetKind(), u.GetName())
-		}
-		return u, nil
+		return apiServiceFromFile(m.o.APIServiceFile)
 	}
 	if len(m.o.CABundle) == 0 {
 		return nil, fmt.Errorf("a CA bundle (or an APIService manifest) is needed to register %s", apiServiceName)
@@ -210,7 +200,11 @@ func (m *migrator) ensureAPIService(ctx context.Context) error {
 			m.logf("created APIService %s", apiServiceName)
 		case err != nil:
 			return err
-		case !equality.Semantic.DeepEqual(cur.Object["spec"], want.Object["spec"]):
+		default:
+			keepInjectedCABundle(want, cur)
+			if equality.Semantic.DeepEqual(cur.Object["spec"], want.Object["spec"]) {
+				break
+			}
 			cur.Object["spec"] = want.Object["spec"]
 			if _, err := api.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("updating APIService %s: %w", apiServiceName, err)
@@ -257,4 +251,39 @@ func (m *migrator) wait(ctx context.Context, what string, cond wait.ConditionWit
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
+}
+
+// apiServiceFromFile picks the APIService of the native API from a
+// manifest file, which may hold many documents (say, a rendered kustomize
+// overlay).
+func apiServiceFromFile(path string) (*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		err := dec.Decode(&u.Object)
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s holds no APIService %s", path, apiServiceName)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if u.GetKind() == "APIService" && u.GetName() == apiServiceName {
+			return u, nil
+		}
+	}
+}
+
+// keepInjectedCABundle keeps a caBundle that something else (cert-manager's
+// cainjector) wrote when the wanted APIService leaves it empty.
+func keepInjectedCABundle(want, cur *unstructured.Unstructured) {
+	wantCA, _, _ := unstructured.NestedString(want.Object, "spec", "caBundle")
+	curCA, _, _ := unstructured.NestedString(cur.Object, "spec", "caBundle")
+	if wantCA == "" && curCA != "" {
+		_ = unstructured.SetNestedField(want.Object, curCA, "spec", "caBundle")
+	}
 }

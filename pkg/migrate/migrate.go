@@ -97,6 +97,12 @@ func (m *migrator) run(ctx context.Context) error {
 			m.logf("no CustomResourceDefinition %s and no backups in %s: nothing to migrate", m.o.CRDName, m.o.BackupDir)
 		}
 	}
+	if m.o.RegisterAPIService {
+		// Refuse a registration that cannot work before changing anything.
+		if _, err := m.desiredAPIService(); err != nil {
+			return err
+		}
+	}
 	if m.o.DryRun {
 		m.printPlan(items, live, exists)
 		return nil

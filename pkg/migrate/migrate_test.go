@@ -408,3 +408,66 @@ func TestBadOptions(t *testing.T) {
 		t.Fatal("no error without a backup directory")
 	}
 }
+
+// The APIService can come from a rendered multi-document manifest; a
+// caBundle injected meanwhile (cert-manager) survives a later run.
+func TestAPIServiceFromManifest(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	manifest := `apiVersion: v1
+kind: Namespace
+metadata:
+  name: jobset-system
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha2.jobset.x-k8s.io
+  annotations:
+    cert-manager.io/inject-ca-from: jobset-system/jobset-apiserver
+spec:
+  group: jobset.x-k8s.io
+  version: v1alpha2
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {name: apiserver, namespace: js, port: 8443}
+  caBundle: ""
+`
+	path := e.dir + "/../manifest.yaml"
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withFile := func(o *Options) { o.APIServiceFile, o.CABundle = path, nil }
+	if err := e.run(withFile); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	api := e.dyn.Resource(apiServiceGVR)
+	as, err := api.Get(context.Background(), apiServiceName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc, _, _ := unstructured.NestedMap(as.Object, "spec", "service"); svc["name"] != "apiserver" || svc["namespace"] != "js" {
+		t.Fatalf("service = %v", svc)
+	}
+	_ = unstructured.SetNestedField(as.Object, "aW5qZWN0ZWQ=", "spec", "caBundle")
+	if _, err := api.Update(context.Background(), as, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(withFile); err != nil {
+		t.Fatal(err)
+	}
+	as, _ = api.Get(context.Background(), apiServiceName, metav1.GetOptions{})
+	if ca, _, _ := unstructured.NestedString(as.Object, "spec", "caBundle"); ca != "aW5qZWN0ZWQ=" {
+		t.Fatalf("injected caBundle replaced by %q", ca)
+	}
+
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	if err := e2.run(withFile); err == nil || !strings.Contains(err.Error(), "holds no APIService") {
+		t.Fatalf("err = %v", err)
+	}
+	if w := e2.writes(); len(w) != 0 || !e2.crdExists() {
+		t.Fatalf("changes despite an unusable APIService manifest: %v", w)
+	}
+}
