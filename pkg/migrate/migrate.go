@@ -193,6 +193,11 @@ func (m *migrator) discover(ctx context.Context) ([]*Item, error) {
 	var items []*Item
 	for i := range list.Items {
 		u := &list.Items[i]
+		if u.GetDeletionTimestamp() != nil {
+			invalid.Errors[u.GetNamespace()+"/"+u.GetName()] = field.ErrorList{field.Forbidden(field.NewPath("metadata", "deletionTimestamp"),
+				"the JobSet is being deleted; wait until it is gone")}
+			continue
+		}
 		js, errs := convert(u)
 		if len(errs) > 0 {
 			invalid.Errors[u.GetNamespace()+"/"+u.GetName()] = errs
