@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,7 @@ func run(args []string) error {
 	o := migrate.Options{RegisterAPIService: true}
 	o.Defaults()
 	var kubeconfig, caBundleFile string
+	var extra []string
 	fs := pflag.NewFlagSet("jobset-migrate", pflag.ContinueOnError)
 	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Path to a kubeconfig (default $KUBECONFIG, else in-cluster).")
 	fs.StringVar(&o.BackupDir, "backup-dir", "", "Directory for one JSON backup per JobSet, written before any change and read again once the CRD is gone (required; keep it until the migration finished).")
@@ -44,6 +46,7 @@ func run(args []string) error {
 	fs.StringVar(&o.StopAfter, "stop-after", "", "Stop successfully after this step, to migrate in stages: "+strings.Join(migrate.Steps, ", ")+".")
 	fs.StringVar(&o.CRDName, "crd-name", o.CRDName, "Upstream's CustomResourceDefinition.")
 	fs.StringSliceVar(&o.WebhookConfigurations, "webhook-configurations", o.WebhookConfigurations, "Upstream's mutating and validating webhook configurations to delete (missing ones are ignored).")
+	fs.StringSliceVar(&extra, "extra-child-resources", nil, "Further resources (<resource>.<version>.<group>, e.g. workloads.v1beta1.kueue.x-k8s.io) whose objects owned by a JobSet are carried over like its Jobs.")
 	fs.StringVar(&o.UpstreamController, "upstream-controller", "jobset-system/jobset-controller-manager", "<namespace>/<name> of upstream's controller Deployment, scaled to zero first; empty to skip.")
 	fs.BoolVar(&o.RegisterAPIService, "register-apiservice", o.RegisterAPIService, "Create or update the APIService v1alpha2.jobset.x-k8s.io; false only waits for one created otherwise.")
 	fs.StringVar(&o.APIServiceFile, "apiservice-file", "", "An APIService manifest (YAML or JSON) to register instead of one built from the flags below.")
@@ -57,6 +60,13 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for _, arg := range extra {
+		gvr, _ := schema.ParseResourceArg(arg)
+		if gvr == nil {
+			return fmt.Errorf("--extra-child-resources: %q is not <resource>.<version>.<group>", arg)
+		}
+		o.ExtraChildResources = append(o.ExtraChildResources, *gvr)
 	}
 	if caBundleFile != "" {
 		data, err := os.ReadFile(caBundleFile)

@@ -16,10 +16,14 @@ import (
 
 // Child is an object a JobSet owned under upstream.
 type Child struct {
-	// Kind is Job, Service or PersistentVolumeClaim.
-	Kind string    `json:"kind"`
-	Name string    `json:"name"`
-	UID  types.UID `json:"uid"`
+	// Kind is Job, Service, PersistentVolumeClaim, or the kind of an
+	// object of an extra resource.
+	Kind string `json:"kind"`
+	// Resource is "<resource>.<version>.<group>" for objects of the extra
+	// child resources; empty for the three kinds above.
+	Resource string    `json:"resource,omitempty"`
+	Name     string    `json:"name"`
+	UID      types.UID `json:"uid"`
 	// The flags of the old owner reference, given to the new one.
 	Controller         bool `json:"controller,omitempty"`
 	BlockOwnerDeletion bool `json:"blockOwnerDeletion,omitempty"`

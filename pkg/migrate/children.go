@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -60,6 +62,23 @@ func (m *migrator) listChildren(ctx context.Context, namespace string, uid types
 	for i := range pvcs.Items {
 		add(kindPVC, &pvcs.Items[i].ObjectMeta)
 	}
+	for _, gvr := range m.o.ExtraChildResources {
+		list, err := m.c.Dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // not served in this cluster
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in %s: %w", gvr.GroupResource(), namespace, err)
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			n := len(out)
+			add(u.GetKind(), &metav1.ObjectMeta{Name: u.GetName(), UID: u.GetUID(), OwnerReferences: u.GetOwnerReferences()})
+			if len(out) > n {
+				out[n].Resource = resourceArg(gvr)
+			}
+		}
+	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
 			return out[i].Kind < out[j].Kind
@@ -77,6 +96,23 @@ type childAccess struct {
 
 func (m *migrator) access(namespace string, ch Child) childAccess {
 	kube := m.c.Kube
+	if ch.Resource != "" {
+		gvr, _ := schema.ParseResourceArg(ch.Resource)
+		if gvr == nil {
+			gvr = &schema.GroupVersionResource{}
+		}
+		api := m.c.Dynamic.Resource(*gvr).Namespace(namespace)
+		return childAccess{
+			get: func(ctx context.Context) (metav1.Object, runtime.Object, error) {
+				o, err := api.Get(ctx, ch.Name, metav1.GetOptions{})
+				return o, o, err
+			},
+			update: func(ctx context.Context, obj runtime.Object) error {
+				_, err := api.Update(ctx, obj.(*unstructured.Unstructured), metav1.UpdateOptions{})
+				return err
+			},
+		}
+	}
 	switch ch.Kind {
 	case kindJob:
 		api := kube.BatchV1().Jobs(namespace)
@@ -205,4 +241,10 @@ func ownedBy(obj metav1.Object, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+// resourceArg formats a resource as "<resource>.<version>.<group>", the
+// form schema.ParseResourceArg reads.
+func resourceArg(gvr schema.GroupVersionResource) string {
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
 }

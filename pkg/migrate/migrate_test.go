@@ -32,6 +32,8 @@ import (
 
 const ns = "team"
 
+var workloadGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "workloads"}
+
 // upstreamJobSet is a JobSet as kube-apiserver serves it from the CRD.
 func upstreamJobSet(name, uid string, restarts int64) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -112,7 +114,7 @@ func newEnv(t *testing.T, jobsets ...*unstructured.Unstructured) *env {
 	)
 	e := &env{t: t, kube: kfake.NewSimpleClientset(kubeObjs...), jsc: jsfake.NewSimpleClientset(), dir: t.TempDir()}
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		upstreamGVR: "JobSetList", crdGVR: "CustomResourceDefinitionList", apiServiceGVR: "APIServiceList",
+		upstreamGVR: "JobSetList", crdGVR: "CustomResourceDefinitionList", apiServiceGVR: "APIServiceList", workloadGVR: "WorkloadList",
 	}, objs...)
 	// kube-aggregator reports a registered APIService Available.
 	e.dyn.PrependReactor("create", "apiservices", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -469,5 +471,41 @@ spec:
 	}
 	if w := e2.writes(); len(w) != 0 || !e2.crdExists() {
 		t.Fatalf("changes despite an unusable APIService manifest: %v", w)
+	}
+}
+
+// Objects of an extra child resource (Kueue's Workload) move with the Jobs.
+func TestExtraChildResources(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	wl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+		"metadata": map[string]any{"name": "jobset-a", "namespace": ns, "uid": "wl-uid"},
+	}}
+	wl.SetOwnerReferences(owner("a", "old-a"))
+	if _, err := e.dyn.Resource(workloadGVR).Namespace(ns).Create(context.Background(), wl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(func(o *Options) { o.ExtraChildResources = []schema.GroupVersionResource{workloadGVR} }); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkMigrated("a", 0)
+	got, err := e.dyn.Resource(workloadGVR).Namespace(ns).Get(context.Background(), "jobset-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := got.GetOwnerReferences(); !reflect.DeepEqual(refs, owner("a", "native-a")) {
+		t.Fatalf("Workload owners = %+v", refs)
+	}
+}
+
+func TestRefusesJobSetBeingDeleted(t *testing.T) {
+	js := upstreamJobSet("going", "old-going", 0)
+	js.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	e := newEnv(t, js)
+	if err := e.run(nil); err == nil || !strings.Contains(err.Error(), "metadata.deletionTimestamp") {
+		t.Fatalf("err = %v", err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Fatalf("writes: %v", w)
 	}
 }

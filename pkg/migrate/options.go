@@ -22,6 +22,7 @@ import (
 	"io"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -67,6 +68,10 @@ type Options struct {
 	// WebhookConfigurations are deleted, mutating and validating ones of
 	// these names alike; missing ones are ignored.
 	WebhookConfigurations []string
+	// ExtraChildResources are further resources whose objects a JobSet may
+	// own (e.g. Kueue's Workloads), carried over like its Jobs; a resource
+	// the cluster does not serve is skipped.
+	ExtraChildResources []schema.GroupVersionResource
 	// UpstreamController is the <namespace>/<name> of upstream's controller
 	// Deployment, scaled to zero; empty skips it.
 	UpstreamController string
