@@ -93,8 +93,9 @@ func (m *migrator) run(ctx context.Context) error {
 		if items, err = readBackups(m.o.BackupDir); err != nil {
 			return err
 		}
-		if len(items) == 0 && !m.o.DryRun && !exists {
+		if len(items) == 0 && !exists {
 			m.logf("no CustomResourceDefinition %s and no backups in %s: nothing to migrate", m.o.CRDName, m.o.BackupDir)
+			return nil
 		}
 	}
 	if m.o.RegisterAPIService {

@@ -509,3 +509,19 @@ func TestRefusesJobSetBeingDeleted(t *testing.T) {
 		t.Fatalf("writes: %v", w)
 	}
 }
+
+// Without upstream's CRD and without backups there is nothing to do, and
+// nothing is registered.
+func TestNothingToMigrate(t *testing.T) {
+	e := newEnv(t)
+	if err := e.dyn.Resource(crdGVR).Delete(context.Background(), "jobsets.jobset.x-k8s.io", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.dyn.ClearActions()
+	if err := e.run(nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.writes(); len(w) != 0 || !strings.Contains(e.out.String(), "nothing to migrate") {
+		t.Fatalf("writes %v, output %q", w, e.out.String())
+	}
+}
