@@ -9,7 +9,7 @@ GO_TEST_FLAGS ?= -count=1
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/bench)
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
-	test test-unit test-integration test-e2e fuzz bench clean help
+	test test-unit test-integration test-e2e test-migration fuzz bench clean help
 
 all: build
 
@@ -48,8 +48,9 @@ verify-fmt:
 
 vet:
 	$(GO) vet ./...
+	cd test/migration && $(GO) vet ./...
 
-test: verify test-unit test-integration test-e2e ## Everything CI runs.
+test: verify test-unit test-integration test-e2e test-migration ## Everything CI runs.
 
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
@@ -61,6 +62,9 @@ test-integration: ## The real API server on a real (embedded) etcd, in process (
 
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).
+	cd test/migration && $(GO) test $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 # Every fuzz target and its package; 'make fuzz' runs each for FUZZTIME.
 FUZZ_TARGETS = FuzzValidateJobSet:./pkg/apis/jobset/validation/ FuzzJobSetUpdate:./pkg/registry/jobset/ \

@@ -357,6 +357,11 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		logger.V(5).Info("Skipping JobSet managed by another controller", "managedBy", *m)
 		return 0, nil
 	}
+	if from, ok := js.Annotations[jobset.MigratingKey]; ok {
+		// Its children still belong to the JobSet it was copied from.
+		logger.V(2).Info("Skipping JobSet being migrated", "from", from)
+		return 0, nil
+	}
 	owned, err := c.ownedJobs(js)
 	if err != nil {
 		return 0, err

@@ -32,6 +32,12 @@ const (
 	// written "n<magnitude>"); exclusive placement only separates Jobs of
 	// the same priority.
 	PriorityKey = "jobset.sigs.k8s.io/priority"
+	// MigratingKey marks a JobSet that jobset-migrate is moving from
+	// upstream's CustomResourceDefinition; its value is the UID of the JobSet
+	// it was copied from. The controller leaves such a JobSet alone until the
+	// annotation is removed, because its Jobs still point at the old UID.
+	// It goes beyond upstream.
+	MigratingKey = "jobset.sigs.k8s.io/migrating"
 
 	// ExclusiveKey names a node label; each child Job then gets a topology
 	// domain (one value of that label) of its own.

@@ -22,6 +22,7 @@ const (
 	ExecutionAttemptKey     = jobset.ExecutionAttemptKey
 	TemplateRevisionKey     = jobset.TemplateRevisionKey
 	PriorityKey             = jobset.PriorityKey
+	MigratingKey            = jobset.MigratingKey
 	ExclusiveKey            = jobset.ExclusiveKey
 	NodeSelectorStrategyKey = jobset.NodeSelectorStrategyKey
 	NamespacedJobKey        = jobset.NamespacedJobKey

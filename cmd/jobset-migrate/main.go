@@ -1,0 +1,104 @@
+// Command jobset-migrate moves every JobSet of an upstream JobSet
+// installation (a CustomResourceDefinition with webhooks) to the native
+// JobSet API, without stopping the JobSets' Jobs. See package migrate for
+// the steps; README's "Migrating from upstream JobSet" walks through a run.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/pkg/migrate"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "jobset-migrate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	o := migrate.Options{RegisterAPIService: true}
+	o.Defaults()
+	var kubeconfig, caBundleFile string
+	var extra []string
+	fs := pflag.NewFlagSet("jobset-migrate", pflag.ContinueOnError)
+	fs.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Path to a kubeconfig (default $KUBECONFIG, else in-cluster).")
+	fs.StringVar(&o.BackupDir, "backup-dir", "", "Directory for one JSON backup per JobSet, written before any change and read again once the CRD is gone (required; keep it until the migration finished).")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "Print the plan and change nothing.")
+	fs.StringVar(&o.StopAfter, "stop-after", "", "Stop successfully after this step, to migrate in stages: "+strings.Join(migrate.Steps, ", ")+".")
+	fs.StringVar(&o.CRDName, "crd-name", o.CRDName, "Upstream's CustomResourceDefinition.")
+	fs.StringSliceVar(&o.WebhookConfigurations, "webhook-configurations", o.WebhookConfigurations, "Upstream's mutating and validating webhook configurations to delete (missing ones are ignored).")
+	fs.StringSliceVar(&extra, "extra-child-resources", nil, "Further resources (<resource>.<version>.<group>, e.g. workloads.v1beta1.kueue.x-k8s.io) whose objects owned by a JobSet are carried over like its Jobs.")
+	fs.StringVar(&o.UpstreamController, "upstream-controller", "jobset-system/jobset-controller-manager", "<namespace>/<name> of upstream's controller Deployment, scaled to zero first; empty to skip.")
+	fs.BoolVar(&o.RegisterAPIService, "register-apiservice", o.RegisterAPIService, "Create or update the APIService v1alpha2.jobset.x-k8s.io; false only waits for one created otherwise.")
+	fs.StringVar(&o.APIServiceFile, "apiservice-file", "", "An APIService manifest (YAML or JSON) to register instead of one built from the flags below.")
+	fs.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "Namespace of jobset-apiserver's Service.")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Name of jobset-apiserver's Service.")
+	fs.Int32Var(&o.ServicePort, "service-port", o.ServicePort, "Port of jobset-apiserver's Service.")
+	fs.StringVar(&caBundleFile, "ca-bundle-file", "", "PEM file of the CA that signed jobset-apiserver's serving certificate (the APIService's caBundle).")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Limit of each wait (upstream's controller stopped, CRD deleted, APIService available).")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	for _, arg := range extra {
+		gvr, _ := schema.ParseResourceArg(arg)
+		if gvr == nil {
+			return fmt.Errorf("--extra-child-resources: %q is not <resource>.<version>.<group>", arg)
+		}
+		o.ExtraChildResources = append(o.ExtraChildResources, *gvr)
+	}
+	if caBundleFile != "" {
+		data, err := os.ReadFile(caBundleFile)
+		if err != nil {
+			return err
+		}
+		o.CABundle = data
+	}
+	o.Out = os.Stdout
+
+	cfg, err := config(kubeconfig)
+	if err != nil {
+		return err
+	}
+	var c migrate.Clients
+	if c.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if c.JobSets, err = versioned.NewForConfig(cfg); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return migrate.Run(ctx, c, o)
+}
+
+func config(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}

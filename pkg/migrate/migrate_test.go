@@ -1,0 +1,527 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	jsfake "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/fake"
+)
+
+const ns = "team"
+
+var workloadGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "workloads"}
+
+// upstreamJobSet is a JobSet as kube-apiserver serves it from the CRD.
+func upstreamJobSet(name, uid string, restarts int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2",
+		"kind":       "JobSet",
+		"metadata": map[string]any{
+			"name": name, "namespace": ns, "uid": uid, "resourceVersion": "42", "generation": int64(3),
+			"labels":      map[string]any{"app": name},
+			"annotations": map[string]any{"owner": "ml-team"},
+			"finalizers":  []any{"example.com/keep"},
+		},
+		"spec": map[string]any{
+			"failurePolicy": map[string]any{"maxRestarts": int64(5)},
+			"replicatedJobs": []any{map[string]any{
+				"name": "workers", "replicas": int64(2),
+				"template": map[string]any{"spec": map[string]any{
+					"parallelism": int64(2), "completions": int64(2),
+					"template": map[string]any{"spec": map[string]any{
+						"restartPolicy": "Never",
+						"containers":    []any{map[string]any{"name": "w", "image": "busybox"}},
+					}},
+				}},
+			}},
+		},
+		"status": map[string]any{
+			"restarts":                restarts,
+			"restartsCountTowardsMax": restarts,
+			"replicatedJobsStatus": []any{map[string]any{
+				"name": "workers", "ready": int64(2), "active": int64(2), "succeeded": int64(0), "failed": int64(0), "suspended": int64(0),
+			}},
+		},
+	}}
+}
+
+func owner(name, uid string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: name, UID: types.UID(uid),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+}
+
+func upstreamJob(js, uid string, idx int) *batchv1.Job {
+	name := js + "-workers-" + string(rune('0'+idx))
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: ns, UID: types.UID("job-" + name),
+		Labels:          map[string]string{v1alpha2.JobSetNameKey: js, v1alpha2.JobSetUIDKey: uid, v1alpha2.RestartsKey: "1"},
+		OwnerReferences: owner(js, uid),
+	}}
+}
+
+type env struct {
+	t    *testing.T
+	dyn  *dynamicfake.FakeDynamicClient
+	kube *kfake.Clientset
+	jsc  *jsfake.Clientset
+	out  bytes.Buffer
+	dir  string
+}
+
+func newEnv(t *testing.T, jobsets ...*unstructured.Unstructured) *env {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "jobsets.jobset.x-k8s.io"},
+	}}
+	objs := []runtime.Object{crd}
+	var kubeObjs []runtime.Object
+	for _, js := range jobsets {
+		objs = append(objs, js)
+		uid := string(js.GetUID())
+		kubeObjs = append(kubeObjs, upstreamJob(js.GetName(), uid, 0), upstreamJob(js.GetName(), uid, 1),
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: js.GetName(), Namespace: ns, UID: types.UID("svc-" + uid), OwnerReferences: owner(js.GetName(), uid)}},
+			&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + js.GetName(), Namespace: ns, UID: types.UID("pvc-" + uid), OwnerReferences: owner(js.GetName(), uid)}})
+	}
+	kubeObjs = append(kubeObjs,
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "unrelated", Namespace: ns, UID: "unrelated"}},
+		&admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "jobset-mutating-webhook-configuration"}},
+		&admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "jobset-validating-webhook-configuration"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "jobset-controller-manager", Namespace: "jobset-system"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}},
+	)
+	e := &env{t: t, kube: kfake.NewSimpleClientset(kubeObjs...), jsc: jsfake.NewSimpleClientset(), dir: t.TempDir()}
+	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		upstreamGVR: "JobSetList", crdGVR: "CustomResourceDefinitionList", apiServiceGVR: "APIServiceList", workloadGVR: "WorkloadList",
+	}, objs...)
+	// kube-aggregator reports a registered APIService Available.
+	e.dyn.PrependReactor("create", "apiservices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.CreateAction).GetObject().(*unstructured.Unstructured)
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Available", "status": "True"}}, "status", "conditions")
+		return false, nil, nil
+	})
+	// The native server assigns UIDs.
+	e.jsc.PrependReactor("create", "jobsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		js := a.(k8stesting.CreateAction).GetObject().(*v1alpha2.JobSet)
+		js.UID = types.UID("native-" + js.Name)
+		return false, nil, nil
+	})
+	return e
+}
+
+func (e *env) run(mod func(*Options)) error {
+	o := Options{BackupDir: e.dir, RegisterAPIService: true, CABundle: []byte("pem"), UpstreamController: "jobset-system/jobset-controller-manager",
+		Out: &e.out, Timeout: 5 * time.Second, Poll: time.Millisecond}
+	if mod != nil {
+		mod(&o)
+	}
+	return Run(context.Background(), Clients{Dynamic: e.dyn, Kube: e.kube, JobSets: e.jsc}, o)
+}
+
+func writeActions(actions []k8stesting.Action) []string {
+	var out []string
+	for _, a := range actions {
+		if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+			out = append(out, v+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+func (e *env) writes() []string {
+	return append(append(writeActions(e.dyn.Actions()), writeActions(e.kube.Actions())...), writeActions(e.jsc.Actions())...)
+}
+
+func (e *env) job(name string) *batchv1.Job {
+	e.t.Helper()
+	j, err := e.kube.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return j
+}
+
+func (e *env) crdExists() bool {
+	_, err := e.dyn.Resource(crdGVR).Get(context.Background(), "jobsets.jobset.x-k8s.io", metav1.GetOptions{})
+	return err == nil
+}
+
+// checkMigrated asserts the end state of one JobSet.
+func (e *env) checkMigrated(name string, restarts int32) {
+	e.t.Helper()
+	ctx := context.Background()
+	js, err := e.jsc.JobsetV1alpha2().JobSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("native JobSet %s: %v", name, err)
+	}
+	if _, ok := js.Annotations[v1alpha2.MigratingKey]; ok {
+		e.t.Errorf("%s still annotated %s", name, v1alpha2.MigratingKey)
+	}
+	if !reflect.DeepEqual(js.Labels, map[string]string{"app": name}) || !reflect.DeepEqual(js.Annotations, map[string]string{"owner": "ml-team"}) {
+		e.t.Errorf("%s metadata = %v %v", name, js.Labels, js.Annotations)
+	}
+	if len(js.Spec.ReplicatedJobs) != 1 || *js.Spec.ReplicatedJobs[0].Replicas != 2 || js.Spec.FailurePolicy.MaxRestarts != 5 {
+		e.t.Errorf("%s spec = %+v", name, js.Spec)
+	}
+	if js.Spec.SuccessPolicy == nil || js.Spec.SuccessPolicy.Operator != v1alpha2.OperatorAll {
+		e.t.Errorf("%s not defaulted: %+v", name, js.Spec.SuccessPolicy)
+	}
+	st := js.Status
+	if st.Restarts != restarts || st.ExecutionAttempts != restarts || len(st.ReplicatedJobsStatus) != 1 || st.ReplicatedJobsStatus[0].Ready != 2 {
+		e.t.Errorf("%s status = %+v", name, st)
+	}
+	for _, jn := range []string{name + "-workers-0", name + "-workers-1"} {
+		j := e.job(jn)
+		if !reflect.DeepEqual(j.OwnerReferences, owner(name, string(js.UID))) {
+			e.t.Errorf("Job %s owners = %+v", jn, j.OwnerReferences)
+		}
+		if j.Labels[v1alpha2.JobSetUIDKey] != string(js.UID) {
+			e.t.Errorf("Job %s jobset-uid = %q", jn, j.Labels[v1alpha2.JobSetUIDKey])
+		}
+		if j.UID != types.UID("job-"+jn) {
+			e.t.Errorf("Job %s replaced", jn)
+		}
+	}
+	svc, _ := e.kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	pvc, _ := e.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+name, metav1.GetOptions{})
+	if !reflect.DeepEqual(svc.OwnerReferences, owner(name, string(js.UID))) || !reflect.DeepEqual(pvc.OwnerReferences, owner(name, string(js.UID))) {
+		e.t.Errorf("%s: Service owners %+v, PVC owners %+v", name, svc.OwnerReferences, pvc.OwnerReferences)
+	}
+}
+
+func (e *env) checkUpstreamGone() {
+	e.t.Helper()
+	ctx := context.Background()
+	if e.crdExists() {
+		e.t.Error("CRD not deleted")
+	}
+	if _, err := e.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "jobset-mutating-webhook-configuration", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		e.t.Errorf("mutating webhook configuration: %v", err)
+	}
+	if _, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "jobset-validating-webhook-configuration", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		e.t.Errorf("validating webhook configuration: %v", err)
+	}
+	d, _ := e.kube.AppsV1().Deployments("jobset-system").Get(ctx, "jobset-controller-manager", metav1.GetOptions{})
+	if *d.Spec.Replicas != 0 {
+		e.t.Errorf("upstream controller still has %d replicas", *d.Spec.Replicas)
+	}
+	as, err := e.dyn.Resource(apiServiceGVR).Get(ctx, apiServiceName, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("APIService: %v", err)
+	}
+	svc, _, _ := unstructured.NestedMap(as.Object, "spec", "service")
+	if svc["namespace"] != "jobset-system" || svc["name"] != "jobset-apiserver" {
+		e.t.Errorf("APIService service = %v", svc)
+	}
+	if j := e.job("unrelated"); len(j.OwnerReferences) != 0 {
+		e.t.Errorf("unrelated Job touched: %+v", j.OwnerReferences)
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 1), upstreamJobSet("b", "old-b", 0))
+	if err := e.run(nil); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkUpstreamGone()
+	e.checkMigrated("a", 1)
+	e.checkMigrated("b", 0)
+
+	// The backups hold what was migrated.
+	data, err := os.ReadFile(backupFile(e.dir, ns, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it Item
+	if err := json.Unmarshal(data, &it); err != nil || it.OldUID != "old-a" || len(it.Children) != 4 {
+		t.Fatalf("backup = %+v, %v", it, err)
+	}
+
+	// A second run finds nothing left to do and changes nothing.
+	e.dyn.ClearActions()
+	e.kube.ClearActions()
+	e.jsc.ClearActions()
+	if err := e.run(nil); err != nil {
+		t.Fatalf("second run: %v\n%s", err, e.out.String())
+	}
+	for _, w := range e.writes() {
+		if !strings.HasPrefix(w, "delete ") || !strings.HasSuffix(w, "webhookconfigurations") {
+			t.Errorf("second run wrote %s", w)
+		}
+	}
+	e.checkMigrated("a", 1)
+}
+
+func TestInvalidJobSetChangesNothing(t *testing.T) {
+	bad := upstreamJobSet("bad", "old-bad", 0)
+	rjs, _, _ := unstructured.NestedSlice(bad.Object, "spec", "replicatedJobs")
+	rjs[0].(map[string]any)["name"] = "Not_A_DNS_Label"
+	_ = unstructured.SetNestedSlice(bad.Object, rjs, "spec", "replicatedJobs")
+	unknown := upstreamJobSet("unknown", "old-unknown", 0)
+	_ = unstructured.SetNestedField(unknown.Object, "x", "spec", "notAField")
+	e := newEnv(t, upstreamJobSet("good", "old-good", 0), bad, unknown)
+
+	err := e.run(nil)
+	var inv *InvalidError
+	if err == nil || !errors.As(err, &inv) {
+		t.Fatalf("err = %v, want an InvalidError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"JobSet team/bad: spec.replicatedJobs[0].name", "JobSet team/unknown:", "notAField"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "team/good") {
+		t.Errorf("valid JobSet reported:\n%s", msg)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Fatalf("writes despite invalid JobSets: %v", w)
+	}
+	if entries, _ := os.ReadDir(e.dir); len(entries) != 0 {
+		t.Fatalf("backups written: %v", entries)
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 1))
+	if err := e.run(func(o *Options) { o.DryRun = true }); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Fatalf("dry run wrote: %v", w)
+	}
+	out := e.out.String()
+	for _, want := range []string{"dry run", "JobSet team/a (uid old-a, restarts 1): orphan Job a-workers-0, Job a-workers-1, PersistentVolumeClaim data-a, Service a",
+		"delete CustomResourceDefinition jobsets.jobset.x-k8s.io", "register APIService v1alpha2.jobset.x-k8s.io"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A run that stops once the CRD is gone (as a crash would) is finished by
+// the next run, from the backups.
+func TestResumeAfterCRDDeleted(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 2))
+	if err := e.run(func(o *Options) { o.StopAfter = StepCRDDeleted }); err != nil {
+		t.Fatal(err)
+	}
+	if e.crdExists() {
+		t.Fatal("CRD still there")
+	}
+	if j := e.job("a-workers-0"); len(j.OwnerReferences) != 0 {
+		t.Fatalf("Job not orphaned: %+v", j.OwnerReferences)
+	}
+	if l, _ := e.jsc.JobsetV1alpha2().JobSets(ns).List(context.Background(), metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Fatalf("native JobSets created too early: %d", len(l.Items))
+	}
+	// The dry run of the second half reads the backups.
+	e.out.Reset()
+	if err := e.run(func(o *Options) { o.DryRun = true }); err != nil || !strings.Contains(e.out.String(), "backups in") {
+		t.Fatalf("dry run after the crash: %v\n%s", err, e.out.String())
+	}
+	if err := e.run(nil); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkUpstreamGone()
+	e.checkMigrated("a", 2)
+}
+
+// A run that stops after orphaning, with the CRD still there, keeps the
+// orphaned children in the plan of the next run.
+func TestResumeAfterOrphaning(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	if err := e.run(func(o *Options) { o.StopAfter = StepOrphaned }); err != nil {
+		t.Fatal(err)
+	}
+	if !e.crdExists() {
+		t.Fatal("CRD deleted too early")
+	}
+	if err := e.run(nil); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkMigrated("a", 0)
+}
+
+// A run that stops with the native JobSet created but not yet adopted
+// finishes the adoption next time.
+func TestResumeAfterCreate(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 1))
+	if err := e.run(func(o *Options) { o.StopAfter = StepCreated }); err != nil {
+		t.Fatal(err)
+	}
+	js, err := e.jsc.JobsetV1alpha2().JobSets(ns).Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil || js.Annotations[v1alpha2.MigratingKey] != "old-a" || js.Status.Restarts != 1 {
+		t.Fatalf("after create: %+v, %v", js, err)
+	}
+	if err := e.run(nil); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkMigrated("a", 1)
+}
+
+func TestExistingNativeJobSetRefused(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	if err := e.run(func(o *Options) { o.StopAfter = StepAPIService }); err != nil {
+		t.Fatal(err)
+	}
+	other := &v1alpha2.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}
+	if _, err := e.jsc.JobsetV1alpha2().JobSets(ns).Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.run(nil)
+	if err == nil || !strings.Contains(err.Error(), "already exists natively") {
+		t.Fatalf("err = %v", err)
+	}
+	if j := e.job("a-workers-0"); len(j.OwnerReferences) != 0 {
+		t.Fatalf("children given to a foreign JobSet: %+v", j.OwnerReferences)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	e := newEnv(t)
+	if err := e.run(func(o *Options) { o.StopAfter = "nope" }); err == nil || !strings.Contains(err.Error(), "unknown step") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := e.run(func(o *Options) { o.BackupDir = "" }); err == nil {
+		t.Fatal("no error without a backup directory")
+	}
+}
+
+// The APIService can come from a rendered multi-document manifest; a
+// caBundle injected meanwhile (cert-manager) survives a later run.
+func TestAPIServiceFromManifest(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	manifest := `apiVersion: v1
+kind: Namespace
+metadata:
+  name: jobset-system
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha2.jobset.x-k8s.io
+  annotations:
+    cert-manager.io/inject-ca-from: jobset-system/jobset-apiserver
+spec:
+  group: jobset.x-k8s.io
+  version: v1alpha2
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service: {name: apiserver, namespace: js, port: 8443}
+  caBundle: ""
+`
+	path := e.dir + "/../manifest.yaml"
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withFile := func(o *Options) { o.APIServiceFile, o.CABundle = path, nil }
+	if err := e.run(withFile); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	api := e.dyn.Resource(apiServiceGVR)
+	as, err := api.Get(context.Background(), apiServiceName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc, _, _ := unstructured.NestedMap(as.Object, "spec", "service"); svc["name"] != "apiserver" || svc["namespace"] != "js" {
+		t.Fatalf("service = %v", svc)
+	}
+	_ = unstructured.SetNestedField(as.Object, "aW5qZWN0ZWQ=", "spec", "caBundle")
+	if _, err := api.Update(context.Background(), as, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(withFile); err != nil {
+		t.Fatal(err)
+	}
+	as, _ = api.Get(context.Background(), apiServiceName, metav1.GetOptions{})
+	if ca, _, _ := unstructured.NestedString(as.Object, "spec", "caBundle"); ca != "aW5qZWN0ZWQ=" {
+		t.Fatalf("injected caBundle replaced by %q", ca)
+	}
+
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	if err := e2.run(withFile); err == nil || !strings.Contains(err.Error(), "holds no APIService") {
+		t.Fatalf("err = %v", err)
+	}
+	if w := e2.writes(); len(w) != 0 || !e2.crdExists() {
+		t.Fatalf("changes despite an unusable APIService manifest: %v", w)
+	}
+}
+
+// Objects of an extra child resource (Kueue's Workload) move with the Jobs.
+func TestExtraChildResources(t *testing.T) {
+	e := newEnv(t, upstreamJobSet("a", "old-a", 0))
+	wl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+		"metadata": map[string]any{"name": "jobset-a", "namespace": ns, "uid": "wl-uid"},
+	}}
+	wl.SetOwnerReferences(owner("a", "old-a"))
+	if _, err := e.dyn.Resource(workloadGVR).Namespace(ns).Create(context.Background(), wl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(func(o *Options) { o.ExtraChildResources = []schema.GroupVersionResource{workloadGVR} }); err != nil {
+		t.Fatalf("%v\n%s", err, e.out.String())
+	}
+	e.checkMigrated("a", 0)
+	got, err := e.dyn.Resource(workloadGVR).Namespace(ns).Get(context.Background(), "jobset-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs := got.GetOwnerReferences(); !reflect.DeepEqual(refs, owner("a", "native-a")) {
+		t.Fatalf("Workload owners = %+v", refs)
+	}
+}
+
+func TestRefusesJobSetBeingDeleted(t *testing.T) {
+	js := upstreamJobSet("going", "old-going", 0)
+	js.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	e := newEnv(t, js)
+	if err := e.run(nil); err == nil || !strings.Contains(err.Error(), "metadata.deletionTimestamp") {
+		t.Fatalf("err = %v", err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Fatalf("writes: %v", w)
+	}
+}
+
+// Without upstream's CRD and without backups there is nothing to do, and
+// nothing is registered.
+func TestNothingToMigrate(t *testing.T) {
+	e := newEnv(t)
+	if err := e.dyn.Resource(crdGVR).Delete(context.Background(), "jobsets.jobset.x-k8s.io", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.dyn.ClearActions()
+	if err := e.run(nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.writes(); len(w) != 0 || !strings.Contains(e.out.String(), "nothing to migrate") {
+		t.Fatalf("writes %v, output %q", w, e.out.String())
+	}
+}
