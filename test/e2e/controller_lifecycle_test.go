@@ -526,15 +526,14 @@ func TestChildLabelValues(t *testing.T) {
 			v1alpha2.JobGroupIndexKey:      groupIndex[j.Name],
 			v1alpha2.JobKey:                hex.EncodeToString(sum[:]),
 			v1alpha2.RestartsKey:           "0",
+			// Written on the first attempt too, as upstream.
+			v1alpha2.JobRestartsKey: "0",
 		}
 		for k, v := range expect {
 			if j.Labels[k] != v || j.Annotations[k] != v || j.Spec.Template.Labels[k] != v {
 				t.Errorf("Job %s %s: label %q annotation %q pod label %q, want %q", j.Name, k,
 					j.Labels[k], j.Annotations[k], j.Spec.Template.Labels[k], v)
 			}
-		}
-		if _, ok := j.Labels[v1alpha2.JobRestartsKey]; ok {
-			t.Errorf("Job %s has a job-restart-attempt label without a per-Job restart", j.Name)
 		}
 		if metav1.GetControllerOf(&j) == nil || metav1.GetControllerOf(&j).UID != created.UID {
 			t.Errorf("Job %s controller = %+v", j.Name, metav1.GetControllerOf(&j))
