@@ -59,8 +59,15 @@ func checkNative(t *testing.T, orig *upv1.JobSet, before map[string]types.UID) *
 	if _, ok := js.Annotations[v1alpha2.MigratingKey]; ok {
 		t.Errorf("%s still annotated %s", orig.Name, v1alpha2.MigratingKey)
 	}
-	if !reflect.DeepEqual(js.Labels, orig.Labels) || !reflect.DeepEqual(js.Annotations, orig.Annotations) {
-		t.Errorf("%s metadata: %v %v, want %v %v", orig.Name, js.Labels, js.Annotations, orig.Labels, orig.Annotations)
+	// The controller adds its availability annotations; the original ones
+	// must all be there.
+	if !reflect.DeepEqual(js.Labels, orig.Labels) {
+		t.Errorf("%s labels: %v, want %v", orig.Name, js.Labels, orig.Labels)
+	}
+	for k, v := range orig.Annotations {
+		if js.Annotations[k] != v {
+			t.Errorf("%s annotation %s = %q, want %q", orig.Name, k, js.Annotations[k], v)
+		}
 	}
 	rj, orj := js.Spec.ReplicatedJobs[0], orig.Spec.ReplicatedJobs[0]
 	if len(js.Spec.ReplicatedJobs) != 1 || rj.Name != orj.Name || *rj.Replicas != orj.Replicas ||

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -23,7 +24,10 @@ import (
 	upv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
-var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+var (
+	apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	crdGVR        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
 
 const apiServiceName = "v1alpha2.jobset.x-k8s.io"
 
@@ -46,13 +50,15 @@ func becomeUpstream(t *testing.T) ([]string, registration) {
 		t.Fatalf("reading the APIService: %v", err)
 	}
 	var reg registration
-	svc := as.Object["spec"].(map[string]any)["service"].(map[string]any)
-	reg.namespace, reg.name = svc["namespace"].(string), svc["name"].(string)
-	reg.port = svc["port"].(int64)
-	ca, err := base64.StdEncoding.DecodeString(as.Object["spec"].(map[string]any)["caBundle"].(string))
-	if err != nil {
-		t.Fatal(err)
+	svcNS, _, _ := unstructured.NestedString(as.Object, "spec", "service", "namespace")
+	svcName, _, _ := unstructured.NestedString(as.Object, "spec", "service", "name")
+	port, _, _ := unstructured.NestedInt64(as.Object, "spec", "service", "port")
+	caB64, _, _ := unstructured.NestedString(as.Object, "spec", "caBundle")
+	ca, err := base64.StdEncoding.DecodeString(caB64)
+	if err != nil || len(ca) == 0 || port == 0 {
+		t.Fatalf("the APIService names no Service or CA: %v", as.Object["spec"])
 	}
+	reg.namespace, reg.name, reg.port = svcNS, svcName, port
 	reg.caFile = filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(reg.caFile, ca, 0o600); err != nil {
 		t.Fatal(err)
@@ -63,7 +69,19 @@ func becomeUpstream(t *testing.T) ([]string, registration) {
 		t.Fatal(err)
 	}
 	kubectl(t, "", "apply", "--server-side", "-f", crdFile)
-	kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s", "crd/jobsets.jobset.x-k8s.io")
+	eventually(t, time.Minute, "the CRD to be Established", func(ctx context.Context) (bool, error) {
+		crd, err := dyn.Resource(crdGVR).Get(ctx, "jobsets.jobset.x-k8s.io", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	eventually(t, time.Minute, "JobSets to be served by the CRD", func(ctx context.Context) (bool, error) {
 		_, err := upstreamClient.JobsetV1alpha2().JobSets("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -74,7 +92,7 @@ func becomeUpstream(t *testing.T) ([]string, registration) {
 			return false, err
 		}
 		// kube-apiserver's own registration of the CRD's group version.
-		_, hasService := as.Object["spec"].(map[string]any)["service"]
+		_, hasService, _ := unstructured.NestedMap(as.Object, "spec", "service")
 		return !hasService, nil
 	})
 	return args, reg
@@ -236,8 +254,7 @@ func uids(t *testing.T, ns, jobset string) map[string]types.UID {
 }
 
 func crdGone(ctx context.Context) (bool, error) {
-	_, err := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
-		Get(ctx, "jobsets.jobset.x-k8s.io", metav1.GetOptions{})
+	_, err := dyn.Resource(crdGVR).Get(ctx, "jobsets.jobset.x-k8s.io", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
