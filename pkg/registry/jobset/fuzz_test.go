@@ -10,14 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/install"
-	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/validation"
 )
 
@@ -35,12 +33,14 @@ func FuzzJobSetUpdate(f *testing.F) {
 			f.Add(old, nu, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 		}
 	}
-	dec := newDecoder()
-	strategy := NewStrategy(dec.scheme)
+	dec := install.NewJobSetDecoder()
+	scheme := runtime.NewScheme()
+	install.Install(scheme)
+	strategy := NewStrategy(scheme)
 	ctx := genericapirequest.WithNamespace(context.Background(), "default")
 
 	f.Fuzz(func(t *testing.T, oldData, newData, edits []byte) {
-		old, err := dec.decode(oldData)
+		old, err := decode(dec, oldData)
 		if err != nil {
 			return
 		}
@@ -50,7 +50,7 @@ func FuzzJobSetUpdate(f *testing.F) {
 		}
 		old.ResourceVersion = "1"
 		candidates := []*jobset.JobSet{edit(old, edits)}
-		if nu, err := dec.decode(newData); err == nil {
+		if nu, err := decode(dec, newData); err == nil {
 			nu.Name, nu.Namespace = old.Name, old.Namespace
 			candidates = append(candidates, nu)
 		}
@@ -168,32 +168,11 @@ func seedFiles(f *testing.F) [][]byte {
 	return out
 }
 
-type decoder struct {
-	scheme  *runtime.Scheme
-	decoder runtime.Decoder
-}
-
-func newDecoder() *decoder {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return &decoder{scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
-}
-
-// decode does what the API server does with a body: decode, default,
-// convert to the internal version.
-func (d *decoder) decode(data []byte) (*jobset.JobSet, error) {
-	gvk := v1alpha2.SchemeGroupVersion.WithKind("JobSet")
-	obj, _, err := d.decoder.Decode(data, &gvk, &v1alpha2.JobSet{})
+// decode does what the API server does with a body (decode, default,
+// convert), then names the JobSet as a create request would.
+func decode(dec *install.JobSetDecoder, data []byte) (*jobset.JobSet, error) {
+	js, err := dec.Decode(data)
 	if err != nil {
-		return nil, err
-	}
-	external, ok := obj.(*v1alpha2.JobSet)
-	if !ok {
-		return nil, fmt.Errorf("decoded a %T", obj)
-	}
-	d.scheme.Default(external)
-	js := &jobset.JobSet{}
-	if err := d.scheme.Convert(external, js, nil); err != nil {
 		return nil, err
 	}
 	if js.Namespace == "" {

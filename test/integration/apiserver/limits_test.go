@@ -42,8 +42,11 @@ func TestSizeLimitsBothSidesOfTheEdge(t *testing.T) {
 	jobsets := s.Client.JobsetV1alpha2().JobSets(ns)
 
 	// The stored size grows byte for byte with an annotation's value:
-	// calibrate on one object, then aim at either side of the limit.
-	const base = 1000
+	// calibrate on one object, then aim at either side of the limit. In
+	// protobuf every length is a varint, one byte longer from 16384 on, so
+	// the calibration object is already past that: every length then has
+	// the size it has at the limit.
+	const base = 20000
 	mustCreate(t, s, padded(ns, "calib", base))
 	stored0 := storedSize(t, etcd, ns, "calib")
 	padFor := func(size int) int { return base + size - stored0 }

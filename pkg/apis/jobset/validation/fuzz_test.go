@@ -1,19 +1,14 @@
 package validation
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"github.com/nativejobset/jobset/pkg/apis/jobset"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/install"
-	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
 // FuzzValidateJobSet decodes v1alpha2 JSON the way the API server does
@@ -22,7 +17,7 @@ import (
 // every error must name a field. The JSON files in testdata/seed are the
 // seed corpus, which also runs under a plain `go test`.
 func FuzzValidateJobSet(f *testing.F) {
-	dec := newJobSetDecoder()
+	dec := install.NewJobSetDecoder()
 	seeds, err := filepath.Glob(filepath.Join("testdata", "seed", "*.json"))
 	if err != nil {
 		f.Fatal(err)
@@ -39,7 +34,7 @@ func FuzzValidateJobSet(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		js, err := dec.decode(data)
+		js, err := dec.Decode(data)
 		if err != nil {
 			return
 		}
@@ -68,37 +63,6 @@ func FuzzValidateJobSet(f *testing.F) {
 	})
 }
 
-// jobSetDecoder turns v1alpha2 JSON into an internal JobSet like the API
-// server does: decode, default, convert.
-type jobSetDecoder struct {
-	scheme  *runtime.Scheme
-	decoder runtime.Decoder
-}
-
-func newJobSetDecoder() *jobSetDecoder {
-	scheme := runtime.NewScheme()
-	install.Install(scheme)
-	return &jobSetDecoder{scheme: scheme, decoder: serializer.NewCodecFactory(scheme).UniversalDeserializer()}
-}
-
-func (d *jobSetDecoder) decode(data []byte) (*jobset.JobSet, error) {
-	gvk := v1alpha2.SchemeGroupVersion.WithKind("JobSet")
-	obj, _, err := d.decoder.Decode(data, &gvk, &v1alpha2.JobSet{})
-	if err != nil {
-		return nil, err
-	}
-	external, ok := obj.(*v1alpha2.JobSet)
-	if !ok {
-		return nil, fmt.Errorf("decoded a %T, not a JobSet", obj)
-	}
-	d.scheme.Default(external)
-	js := &jobset.JobSet{}
-	if err := d.scheme.Convert(external, js, nil); err != nil {
-		return nil, err
-	}
-	return js, nil
-}
-
 func checkPaths(t *testing.T, fn string, errs field.ErrorList) {
 	t.Helper()
 	for _, e := range errs {
@@ -112,7 +76,7 @@ func checkPaths(t *testing.T, fn string, errs field.ErrorList) {
 // pass create validation, so that the fuzzer starts from deep inside the
 // validation code rather than from the first error.
 func TestSeedCorpus(t *testing.T) {
-	dec := newJobSetDecoder()
+	dec := install.NewJobSetDecoder()
 	cases := []struct {
 		file    string
 		valid   bool
@@ -130,7 +94,7 @@ func TestSeedCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js, err := dec.decode(data)
+			js, err := dec.Decode(data)
 			if err != nil {
 				t.Fatalf("decode: %v", err)
 			}
