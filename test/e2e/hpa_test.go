@@ -48,6 +48,10 @@ func TestHPAScalesReplicatedJob(t *testing.T) {
 		Spec:       v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{workers, other}},
 	})
 	waitJobs(t, ns, "auto", 3, "0")
+	// The HPA leaves out of a scale-down any pod it still counts as
+	// starting (not Ready, or no sample since it became Ready): an HPA
+	// created earlier would scale workers 2 -> 1 from one pod's sample.
+	waitPodMetrics(t, ns, "auto", 5)
 
 	hpas := cluster.kube.AutoscalingV2().HorizontalPodAutoscalers(ns)
 	for _, h := range []struct {
@@ -227,4 +231,49 @@ func podsPerJob(ctx context.Context, ns, jobset, rj string, jobs int, want int32
 		}
 	}
 	return true, nil
+}
+
+// waitPodMetrics waits until the JobSet runs `pods` Ready pods and
+// metrics-server has, for each, a sample whose window starts after the pod
+// became Ready, as the HPA requires before it counts a new pod.
+func waitPodMetrics(t *testing.T, ns, jobset string, pods int) {
+	t.Helper()
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d Ready pods of %s with metrics", pods, jobset), func(ctx context.Context) (bool, error) {
+		list, err := cluster.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha2.JobSetNameKey + "=" + jobset})
+		if err != nil {
+			return false, nil
+		}
+		readySince := map[string]time.Time{}
+		for _, p := range list.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+					readySince[p.Name] = c.LastTransitionTime.Time
+				}
+			}
+		}
+		if len(readySince) != pods {
+			return false, nil
+		}
+		raw, err := kubectlErr("get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/"+ns+"/pods")
+		if err != nil {
+			return false, nil
+		}
+		var metrics struct {
+			Items []struct {
+				Metadata  metav1.ObjectMeta `json:"metadata"`
+				Timestamp metav1.Time       `json:"timestamp"`
+				Window    metav1.Duration   `json:"window"`
+			} `json:"items"`
+		}
+		if json.Unmarshal([]byte(raw), &metrics) != nil {
+			return false, nil
+		}
+		fresh := 0
+		for _, m := range metrics.Items {
+			if since, ok := readySince[m.Metadata.Name]; ok && !m.Timestamp.Time.Before(since.Add(m.Window.Duration)) {
+				fresh++
+			}
+		}
+		return fresh == pods, nil
+	})
 }
