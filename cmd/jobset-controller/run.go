@@ -56,6 +56,7 @@ type options struct {
 	retryPeriod    time.Duration
 	shutdownGrace  time.Duration
 	apiWaitTimeout time.Duration
+	contentType    string
 }
 
 func defaultOptions() *options {
@@ -79,6 +80,7 @@ func defaultOptions() *options {
 		retryPeriod:      2 * time.Second,
 		shutdownGrace:    10 * time.Second,
 		apiWaitTimeout:   0,
+		contentType:      runtime.ContentTypeProtobuf,
 	}
 }
 
@@ -87,6 +89,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.workers, "workers", o.workers, "Number of JobSets reconciled concurrently.")
 	fs.Float32Var(&o.qps, "kube-api-qps", o.qps, "Queries per second to the API server.")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "Burst of queries to the API server.")
+	fs.StringVar(&o.contentType, "kube-api-content-type", o.contentType, "Encoding of requests to the API servers: application/vnd.kubernetes.protobuf, with JSON accepted in answers, or application/json.")
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "Period of the informers' full resync (0 disables it).")
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Address serving /healthz and /readyz; empty disables it.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
@@ -113,6 +116,9 @@ func (o *options) validate() error {
 	}
 	if o.qps <= 0 || o.burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps must be positive and --kube-api-burst at least 1"))
+	}
+	if o.contentType != runtime.ContentTypeProtobuf && o.contentType != runtime.ContentTypeJSON {
+		errs = append(errs, fmt.Errorf("--kube-api-content-type must be %s or %s", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON))
 	}
 	if o.metricsMaxJobSets < 0 {
 		errs = append(errs, errors.New("--metrics-max-jobsets must not be negative"))
@@ -146,10 +152,14 @@ func restConfig(o *options) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.UserAgent = "jobset-controller"
-	// Protobuf for JobSets and every built-in type the controller reads
-	// and writes; JSON is still accepted from a server that lacks it.
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	// Protobuf (the default) for JobSets and every built-in type the
+	// controller reads and writes; JSON is still accepted from a server
+	// that lacks it. JSON alone is there to compare the two.
+	cfg.ContentType = o.contentType
+	cfg.AcceptContentTypes = o.contentType
+	if o.contentType == runtime.ContentTypeProtobuf {
+		cfg.AcceptContentTypes += "," + runtime.ContentTypeJSON
+	}
 	return cfg, nil
 }
 
