@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
 // controllerProcess is the running jobset-controller of the stack, as
@@ -33,25 +33,6 @@ func controllerPidFile() string {
 	return filepath.Join(cluster.localDir, "pids", "jobset-controller.pid")
 }
 
-// procStartTime returns a process's start time in clock ticks after boot
-// (field 22 of /proc/<pid>/stat), or an error when it is gone or a zombie.
-func procStartTime(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", err
-	}
-	s := string(data)
-	i := strings.LastIndex(s, ") ")
-	if i < 0 {
-		return "", errors.New("unparsable stat")
-	}
-	fields := strings.Fields(s[i+2:])
-	if len(fields) < 20 || fields[0] == "Z" {
-		return "", errors.New("process exited")
-	}
-	return fields[19], nil
-}
-
 // runningController reads the pid file and checks that the process it
 // names is still that process.
 func runningController(t *testing.T) *controllerProcess {
@@ -64,7 +45,7 @@ func runningController(t *testing.T) *controllerProcess {
 	if _, err := fmt.Sscan(string(data), &p.pid, &p.start, &p.exe); err != nil {
 		t.Fatalf("parsing %q: %v", data, err)
 	}
-	if now, err := procStartTime(p.pid); err != nil || now != p.start {
+	if now, err := localcluster.ProcessStartTime(p.pid); err != nil || now != p.start {
 		t.Fatalf("jobset-controller pid %d is not running (start %q, recorded %q, err %v)", p.pid, now, p.start, err)
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
@@ -78,14 +59,14 @@ func runningController(t *testing.T) *controllerProcess {
 // kill sends SIGKILL and waits until the process is gone.
 func (p *controllerProcess) kill(t *testing.T) {
 	t.Helper()
-	if now, err := procStartTime(p.pid); err != nil || now != p.start {
+	if now, err := localcluster.ProcessStartTime(p.pid); err != nil || now != p.start {
 		t.Fatalf("jobset-controller pid %d is no longer the recorded process", p.pid)
 	}
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing jobset-controller: %v", err)
 	}
 	eventually(t, 30*time.Second, "jobset-controller to exit", func(context.Context) (bool, error) {
-		now, err := procStartTime(p.pid)
+		now, err := localcluster.ProcessStartTime(p.pid)
 		return err != nil || now != p.start, nil
 	})
 }
@@ -111,7 +92,7 @@ func startController(t *testing.T, args []string) {
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release()
-	start, err := procStartTime(pid)
+	start, err := localcluster.ProcessStartTime(pid)
 	if err != nil {
 		t.Fatalf("jobset-controller exited right after start; see %s", logPath)
 	}

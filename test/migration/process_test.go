@@ -2,7 +2,6 @@ package migration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
 // controller is the stack's jobset-controller process as hack/local-up.sh
@@ -22,25 +23,6 @@ type controller struct {
 }
 
 func pidFile() string { return filepath.Join(stack.LocalDir, "pids", "jobset-controller.pid") }
-
-// startTime is field 22 of /proc/<pid>/stat; an error when the process is
-// gone or a zombie.
-func startTime(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", err
-	}
-	s := string(data)
-	i := strings.LastIndex(s, ") ")
-	if i < 0 {
-		return "", errors.New("unparsable stat")
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 20 || f[0] == "Z" {
-		return "", errors.New("process exited")
-	}
-	return f[19], nil
-}
 
 // stopController kills the running jobset-controller (a JobSet served by
 // the CRD is not its business) and returns its command line.
@@ -55,7 +37,7 @@ func stopController(t *testing.T) []string {
 	if _, err := fmt.Sscan(string(data), &p.pid, &p.start, &exe); err != nil {
 		t.Fatalf("parsing %q: %v", data, err)
 	}
-	if now, err := startTime(p.pid); err != nil || now != p.start {
+	if now, err := localcluster.ProcessStartTime(p.pid); err != nil || now != p.start {
 		t.Fatalf("jobset-controller pid %d is not running", p.pid)
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
@@ -67,7 +49,7 @@ func stopController(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, "jobset-controller to exit", func(context.Context) (bool, error) {
-		now, err := startTime(p.pid)
+		now, err := localcluster.ProcessStartTime(p.pid)
 		return err != nil || now != p.start, nil
 	})
 	return p.args
@@ -92,7 +74,7 @@ func startController(t *testing.T, args []string) {
 	}
 	pid := cmd.Process.Pid
 	_ = cmd.Process.Release()
-	start, err := startTime(pid)
+	start, err := localcluster.ProcessStartTime(pid)
 	if err != nil {
 		t.Fatalf("jobset-controller exited at once; see %s", logPath)
 	}
