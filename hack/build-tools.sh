@@ -13,7 +13,11 @@
 # clone on a machine that built them before needs no compile. Set
 # JOBSET_TOOLS_CACHE=off to skip the cache.
 #
-# Usage: hack/build-tools.sh [name ...]   (default: all)
+# Tools of the optional modules (OPTIONAL_TOOL_MODULES in hack/lib/tools.sh)
+# are built only when named; each such module is hashed and cached on its own
+# (${JOBSET_TOOLS_CACHE}/<module>-<hash>/), so it never invalidates the others.
+#
+# Usage: hack/build-tools.sh [name ...]   (default: the control plane)
 # Env:   OUTPUT_BIN (default _output/bin), JOBSET_TOOLS_CACHE,
 #        JOBSET_TOOLS_CACHE_KEEP (default 2), NICE (default 10)
 set -euo pipefail
@@ -60,6 +64,17 @@ ldflags_for() {
   esac
 }
 
+# hash_of <module>: the hash a module's binaries are stamped and cached with.
+hash_of() {
+  if tools::is_optional "$1"; then tools::module_hash "$1"; else echo "${HASH}"; fi
+}
+
+# cache_of <module>: the cache directory of a module's binaries ("" when off).
+cache_of() {
+  [[ -n "${CACHE}" ]] || return 0
+  if tools::is_optional "$1"; then echo "${CACHE_ROOT}/$1-$(tools::module_hash "$1")"; else echo "${CACHE}"; fi
+}
+
 up_to_date() { # <tool>
   [[ -x "${OUT}/$1" && -f "${OUT}/.stamps/$1" && "$(cat "${OUT}/.stamps/$1")" == "$2" ]]
 }
@@ -83,14 +98,15 @@ localtool_hash() {
 declare -A todo=()   # module -> "tool tool ..."
 for t in "${wanted[@]}"; do
   read -r mod pkg <<<"$(module_of "${t}")"
-  h="${HASH}"
+  h="$(hash_of "${mod}")"
   [[ "${t}" == localtool ]] && h="$(localtool_hash)"
   if up_to_date "${t}" "${h}"; then
     continue
   fi
-  if [[ -n "${CACHE}" && "${t}" != localtool && -x "${CACHE}/${t}" ]]; then
-    echo "==> ${t}: from cache ${CACHE}"
-    install_bin "${CACHE}/${t}" "${t}" "${h}"
+  cache="$(cache_of "${mod}")"
+  if [[ -n "${cache}" && "${t}" != localtool && -x "${cache}/${t}" ]]; then
+    echo "==> ${t}: from cache ${cache}"
+    install_bin "${cache}/${t}" "${t}" "${h}"
     continue
   fi
   todo[${mod}]+="${t} "
@@ -126,13 +142,14 @@ for mod in "${!todo[@]}"; do
   echo "    done in $((SECONDS - start))s"
   for t in "${tools[@]}"; do
     [[ -x "${tmp}/${t}" ]] || tools::die "build of ${t} produced no binary"
-    h="${HASH}"
+    h="$(hash_of "${mod}")"
+    cache="$(cache_of "${mod}")"
     if [[ "${t}" == localtool ]]; then
       h="$(localtool_hash)"
-    elif [[ -n "${CACHE}" ]]; then
-      mkdir -p "${CACHE}"
-      cp "${tmp}/${t}" "${CACHE}/.${t}.$$"
-      mv -f "${CACHE}/.${t}.$$" "${CACHE}/${t}"
+    elif [[ -n "${cache}" ]]; then
+      mkdir -p "${cache}"
+      cp "${tmp}/${t}" "${cache}/.${t}.$$"
+      mv -f "${cache}/.${t}.$$" "${cache}/${t}"
     fi
     mv -f "${tmp}/${t}" "${OUT}/${t}"
     echo "${h}" >"${OUT}/.stamps/${t}"
@@ -149,6 +166,15 @@ if [[ -n "${CACHE}" && -d "${CACHE_ROOT}" ]]; then
     [[ "${old}" != "${HASH}" ]] || continue
     echo "==> removing old cache entry ${CACHE_ROOT}/${old}"
     rm -rf "${CACHE_ROOT:?}/${old}"
+  done
+  for mod in "${OPTIONAL_TOOL_MODULES[@]}"; do
+    current="${mod}-$(tools::module_hash "${mod}")"
+    # shellcheck disable=SC2010,SC2012 # the names are our own
+    ls -1t "${CACHE_ROOT}" | grep -E "^${mod}-[0-9a-f]{16}\$" | tail -n "+$((keep + 1))" | while read -r old; do
+      [[ "${old}" != "${current}" ]] || continue
+      echo "==> removing old cache entry ${CACHE_ROOT}/${old}"
+      rm -rf "${CACHE_ROOT:?}/${old}"
+    done
   done
 fi
 echo "tools ready in ${OUT} (${HASH})"

@@ -17,6 +17,10 @@ KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 ALL_TOOLS=("${KUBE_TOOLS[@]}" etcd kwok metrics-server)
 # Tool modules (directories under hack/tools/) whose go.mod/go.sum pin the builds.
 TOOL_MODULES=(kube etcd kwok metrics-server)
+# Optional tool modules: built only when one of their tools is named on the
+# command line. Each has a hash and a cache entry of its own, so adding or
+# bumping one never rebuilds the control plane above.
+OPTIONAL_TOOL_MODULES=()
 
 tools::die() {
   echo "error: $*" >&2
@@ -73,6 +77,25 @@ tools::hash() {
     done
     echo "== build"
     tools::ldflags_kube
+    go env GOVERSION GOOS GOARCH
+  } | sha256sum | cut -c1-16
+}
+
+# tools::is_optional <module>: whether <module> is one of OPTIONAL_TOOL_MODULES.
+tools::is_optional() {
+  local m
+  for m in "${OPTIONAL_TOOL_MODULES[@]}"; do
+    [[ "${m}" != "$1" ]] || return 0
+  done
+  return 1
+}
+
+# tools::module_hash <module>: hash of what decides an optional module's
+# binaries: its go.mod/go.sum and the Go toolchain.
+tools::module_hash() {
+  local dir="${TOOLS_LIB_ROOT}/hack/tools/$1"
+  {
+    cat "${dir}/go.mod" "${dir}/go.sum"
     go env GOVERSION GOOS GOARCH
   } | sha256sum | cut -c1-16
 }
