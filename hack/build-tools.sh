@@ -50,8 +50,9 @@ module_of() {
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
     metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
+    trainer-controller-manager) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager" ;;
     localtool) echo "localtool ." ;;
-    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} localtool)" ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} trainer-controller-manager localtool)" ;;
   esac
 }
 
