@@ -659,6 +659,13 @@ trainer_webhooks() {
   kubectl kustomize "${dir}"
 }
 
+trainer_crds_established() {
+  local c
+  for c in trainjobs trainingruntimes clustertrainingruntimes; do
+    [[ "$(kubectl get crd "${c}.trainer.kubeflow.org" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]] || return 1
+  done
+}
+
 if [[ ${WITH_TRAINER} == 1 ]]; then
   # The module's manifests/ (CRDs, RBAC, webhooks, runtimes) at the pinned version.
   TRAINER_MODULE_DIR="$(cd "${ROOT}/hack/tools/trainer" &&
@@ -669,9 +676,7 @@ if [[ ${WITH_TRAINER} == 1 ]]; then
   local::log "Kubeflow Trainer ${TRAINER_VERSION}: CRDs, RBAC and webhooks from ${TRAINER_MANIFESTS}"
   # The CRDs are too large for the last-applied annotation of client-side apply.
   kubectl apply --server-side --force-conflicts -k "${TRAINER_MANIFESTS}/base/crds" >/dev/null
-  kubectl wait --for=condition=Established --timeout="${WAIT_TIMEOUT}s" \
-    crd/trainjobs.trainer.kubeflow.org crd/trainingruntimes.trainer.kubeflow.org \
-    crd/clustertrainingruntimes.trainer.kubeflow.org >/dev/null
+  wait_for kube-apiserver "Trainer's CRDs Established" trainer_crds_established
   kubectl apply -f "${TRAINER_MANIFESTS}/base/rbac/role.yaml" >/dev/null
   render trainer.yaml | kubectl apply -f - >/dev/null
   trainer_webhooks "${LOCAL_DIR}/trainer/webhook" | kubectl apply -f - >/dev/null

@@ -43,7 +43,8 @@ type auditEvent struct {
 }
 
 // trainerApplies returns the bodies of the successful server-side applies
-// of the JobSet ns/name by Trainer, oldest first, as jobset-apiserver's audit
+// (201 for the one that created it, 200 after) of the JobSet ns/name by
+// Trainer, oldest first, as jobset-apiserver's audit
 // log recorded them (hack/local/trainer-audit-policy.yaml).
 func trainerApplies(ns, name string) ([]map[string]any, error) {
 	f, err := os.Open(filepath.Join(stack.LocalDir, "logs", "jobset-apiserver-audit.log"))
@@ -61,7 +62,7 @@ func trainerApplies(ns, name string) ([]map[string]any, error) {
 		}
 		if e.Stage != "ResponseComplete" || e.Verb != "patch" || e.User.Username != trainerUser ||
 			e.ObjectRef.Resource != "jobsets" || e.ObjectRef.Namespace != ns || e.ObjectRef.Name != name ||
-			e.ResponseStatus.Code != 200 {
+			(e.ResponseStatus.Code != 200 && e.ResponseStatus.Code != 201) {
 			continue
 		}
 		u, err := url.Parse(e.RequestURI)

@@ -207,6 +207,7 @@ func waitApplied(ctx context.Context, t *testing.T, tc managedfields.TypeConvert
 	t.Helper()
 	var js *unstructured.Unstructured
 	var last error
+	applied := 0
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
 		js, err = dyn.Resource(jobSets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
@@ -224,6 +225,7 @@ func waitApplied(ctx context.Context, t *testing.T, tc managedfields.TypeConvert
 		if err != nil {
 			return false, err
 		}
+		applied = len(applies)
 		if len(applies) < n {
 			last = fmt.Errorf("%d applies by Trainer in the audit log, want at least %d", len(applies), n)
 			return false, nil
@@ -252,6 +254,8 @@ func waitApplied(ctx context.Context, t *testing.T, tc managedfields.TypeConvert
 	if err != nil {
 		t.Fatalf("waiting for Trainer's apply %d of JobSet %s/%s: %v; last: %v", n, ns, name, err, last)
 	}
+	owned, _, _ := ownedFields(js, trainerManager, "Apply")
+	t.Logf("Trainer's apply %d: %d applies in the audit log, %d fields owned by %q", n, applied, owned.Leaves().Size(), trainerManager)
 	return js
 }
 
