@@ -20,8 +20,9 @@ build: ## Build jobset-apiserver and jobset-controller into _output/bin.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin.
+tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1).
 	hack/build-tools.sh
+	$(if $(filter 1,$(WITH_TRAINER)),hack/build-tools.sh trainer-controller-manager)
 
 run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
 	SKIP_BUILD=1 DEMO=1 hack/local-up.sh

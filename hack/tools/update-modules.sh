@@ -76,7 +76,7 @@ update_localtool() {
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server localtool)
+[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server trainer localtool)
 for t in "${targets[@]}"; do
   echo "==> updating hack/tools/${t}"
   case "${t}" in
