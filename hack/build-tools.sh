@@ -13,8 +13,8 @@
 # clone on a machine that built them before needs no compile. Set
 # JOBSET_TOOLS_CACHE=off to skip the cache.
 #
-# Tools of the optional modules (OPTIONAL_TOOL_MODULES in hack/lib/tools.sh)
-# are built only when named; each such module is hashed and cached on its own
+# Tools of the optional modules (OPTIONAL_TOOL_MODULES in hack/lib/tools.sh:
+# trainer-controller-manager of hack/tools/trainer) are built only when named; each such module is hashed and cached on its own
 # (${JOBSET_TOOLS_CACHE}/<module>-<hash>/), so it never invalidates the others.
 #
 # Usage: hack/build-tools.sh [name ...]   (default: the control plane)
