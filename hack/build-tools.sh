@@ -13,8 +13,8 @@
 # clone on a machine that built them before needs no compile. Set
 # JOBSET_TOOLS_CACHE=off to skip the cache.
 #
-# Tools of the optional modules (OPTIONAL_TOOL_MODULES in hack/lib/tools.sh)
-# are built only when named; each such module is hashed and cached on its own
+# Tools of the optional modules (OPTIONAL_TOOL_MODULES in hack/lib/tools.sh:
+# trainer-controller-manager of hack/tools/trainer) are built only when named; each such module is hashed and cached on its own
 # (${JOBSET_TOOLS_CACHE}/<module>-<hash>/), so it never invalidates the others.
 #
 # Usage: hack/build-tools.sh [name ...]   (default: the control plane)
@@ -50,8 +50,9 @@ module_of() {
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
     metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
+    trainer-controller-manager) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager" ;;
     localtool) echo "localtool ." ;;
-    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} localtool)" ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} trainer-controller-manager localtool)" ;;
   esac
 }
 

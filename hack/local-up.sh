@@ -40,6 +40,12 @@
 #   KUBE_CONTROLLER_MANAGER_ARGS, KUBE_SCHEDULER_ARGS  extra flags (word-split)
 #   LOG_VERBOSITY [1]           --v of the kube components
 #   WAIT_TIMEOUT [120]          seconds to wait for each component
+#   WITH_TRAINER [0]            1: also build and run Kubeflow Trainer's controller manager
+#                               (TRAINER_VERSION in hack/versions.env) with its CRDs, webhooks
+#                               and ClusterTrainingRuntime torch-distributed; ports: webhook +80,
+#                               health +81, metrics +82 (TRAINER_WEBHOOK_PORT, TRAINER_HEALTH_PORT,
+#                               TRAINER_METRICS_PORT); needs the JobSet components.
+#                               TRAINER_ARGS: extra flags (word-split)
 #   SKIP_BUILD [0]              1: do not run hack/build-tools.sh / go build
 #   KEEP_ON_FAILURE [0]         1: leave the processes running when startup fails
 #   CLEAN [0]                   1: wipe the cluster data (not the certificates) first
@@ -77,6 +83,9 @@ JOBSET_CONTROLLER_METRICS_PORT="${JOBSET_CONTROLLER_METRICS_PORT:-$((PORT_BASE +
 JOBSET_CONTROLLER_SECURE_METRICS_PORT="${JOBSET_CONTROLLER_SECURE_METRICS_PORT:-$((PORT_BASE + 49))}"
 KCM_PORT="${KCM_PORT:-$((PORT_BASE + 57))}"
 SCHEDULER_PORT="${SCHEDULER_PORT:-$((PORT_BASE + 59))}"
+TRAINER_WEBHOOK_PORT="${TRAINER_WEBHOOK_PORT:-$((PORT_BASE + 80))}"
+TRAINER_HEALTH_PORT="${TRAINER_HEALTH_PORT:-$((PORT_BASE + 81))}"
+TRAINER_METRICS_PORT="${TRAINER_METRICS_PORT:-$((PORT_BASE + 82))}"
 
 NODES="${NODES:-4}"
 NODES_PER_RACK="${NODES_PER_RACK:-2}"
@@ -88,6 +97,7 @@ NODE_PODS="${NODE_PODS:-110}"
 SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
 POD_CIDR="${POD_CIDR:-10.244.0.0/16}"
 JOBSET="${JOBSET:-auto}"
+WITH_TRAINER="${WITH_TRAINER:-0}"
 LOG_VERBOSITY="${LOG_VERBOSITY:-1}"
 WAIT_TIMEOUT="${WAIT_TIMEOUT:-120}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -126,6 +136,13 @@ port_free() {
 
 if [[ "${SKIP_BUILD}" != 1 ]]; then
   "${ROOT}/hack/build-tools.sh"
+  if [[ "${WITH_TRAINER}" == 1 ]]; then
+    "${ROOT}/hack/build-tools.sh" trainer-controller-manager
+  fi
+fi
+if [[ "${WITH_TRAINER}" == 1 ]]; then
+  [[ -x "${BIN_DIR}/trainer-controller-manager" ]] ||
+    local::die "${BIN_DIR}/trainer-controller-manager is missing; run hack/build-tools.sh trainer-controller-manager"
 fi
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server localtool; do
   [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh"
@@ -155,6 +172,11 @@ case "${JOBSET}" in
     ;;
   *) local::die "JOBSET must be auto, 0 or 1" ;;
 esac
+case "${WITH_TRAINER}" in
+  0) ;;
+  1) [[ ${WITH_JOBSET} == 1 ]] || local::die "WITH_TRAINER=1 needs the JobSet components (Trainer creates JobSets)" ;;
+  *) local::die "WITH_TRAINER must be 0 or 1" ;;
+esac
 
 port_free "${ETCD_PORT}" etcd
 port_free "${ETCD_PEER_PORT}" "etcd peer"
@@ -168,6 +190,11 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
   port_free "${JOBSET_CONTROLLER_HEALTH_PORT}" "jobset-controller health"
   port_free "${JOBSET_CONTROLLER_METRICS_PORT}" "jobset-controller metrics"
   port_free "${JOBSET_CONTROLLER_SECURE_METRICS_PORT}" "jobset-controller secure metrics"
+fi
+if [[ ${WITH_TRAINER} == 1 ]]; then
+  port_free "${TRAINER_WEBHOOK_PORT}" "trainer-controller-manager webhooks"
+  port_free "${TRAINER_HEALTH_PORT}" "trainer-controller-manager health"
+  port_free "${TRAINER_METRICS_PORT}" "trainer-controller-manager metrics"
 fi
 
 mkdir -p "${PKI_DIR}" "${LOG_DIR}" "${PID_DIR}" "${KUBECONFIG_DIR}" "${DATA_DIR}"
@@ -236,6 +263,9 @@ lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver-serving" -cn jobset-apiserver 
   -san "localhost,127.0.0.1,jobset-apiserver,jobset-apiserver.jobset-system,jobset-apiserver.jobset-system.svc,jobset-apiserver.jobset-system.svc.cluster.local"
 lt cert -ca "${P}/ca" -out "${P}/jobset-controller" -cn system:jobset-controller -client
 lt cert -ca "${P}/ca" -out "${P}/jobset-controller-metrics-serving" -cn jobset-controller-metrics -server -san "localhost,127.0.0.1"
+lt cert -ca "${P}/ca" -out "${P}/trainer-controller-manager" -cn system:kubeflow-trainer -client
+lt cert -ca "${P}/ca" -out "${P}/trainer-webhook-serving" -cn kubeflow-trainer-controller-manager -server \
+  -san "localhost,127.0.0.1,kubeflow-trainer-controller-manager.kubeflow-system.svc,kubeflow-trainer-controller-manager.kubeflow-system.svc.cluster.local"
 
 # write_kubeconfig <file> <client cert/key path without extension> <user name>
 write_kubeconfig() {
@@ -263,7 +293,7 @@ EOF
   mv -f "${tmp}" "$1"
 }
 write_kubeconfig "${ADMIN_KUBECONFIG}" "${P}/admin" admin
-for c in kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller; do
+for c in kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller trainer-controller-manager; do
   write_kubeconfig "${KUBECONFIG_DIR}/${c}.kubeconfig" "${P}/${c}" "${c}"
 done
 CA_BUNDLE="$(base64 -w0 <"${P}/ca.crt")"
@@ -343,6 +373,9 @@ render() {
   sed -e "s|@@CA_BUNDLE@@|${CA_BUNDLE}|g" \
     -e "s|@@JOBSET_APISERVER_PORT@@|${JOBSET_APISERVER_PORT}|g" \
     -e "s|@@METRICS_SERVER_PORT@@|${METRICS_SERVER_PORT}|g" \
+    -e "s|@@TRAINER_WEBHOOK_PORT@@|${TRAINER_WEBHOOK_PORT}|g" \
+    -e "s|@@TRAINER_HEALTH_PORT@@|${TRAINER_HEALTH_PORT}|g" \
+    -e "s|@@TRAINER_METRICS_PORT@@|${TRAINER_METRICS_PORT}|g" \
     "${ROOT}/artifacts/local/$1"
 }
 
@@ -539,6 +572,15 @@ render metrics-apiservice.yaml | kubectl apply -f - >/dev/null
 if [[ ${WITH_JOBSET} == 1 ]]; then
   kubectl apply -f "${ROOT}/artifacts/local/jobset-apiserver-rbac.yaml" >/dev/null
   kubectl apply -f "${ROOT}/artifacts/local/jobset-controller-rbac.yaml" >/dev/null
+  apiserver_audit=()
+  if [[ ${WITH_TRAINER} == 1 ]]; then
+    # Trainer's JobSet applies, with their bodies (hack/local/trainer-audit-policy.yaml).
+    apiserver_audit=(
+      --audit-policy-file="${ROOT}/hack/local/trainer-audit-policy.yaml"
+      --audit-log-path="${LOG_DIR}/jobset-apiserver-audit.log"
+      --audit-log-maxsize=100 --audit-log-maxbackup=1
+    )
+  fi
   # shellcheck disable=SC2086
   start jobset-apiserver "${BIN_DIR}/jobset-apiserver" \
     --secure-port="${JOBSET_APISERVER_PORT}" \
@@ -549,7 +591,7 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
     --authentication-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
     --authorization-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
     --embedded-etcd-dir="${DATA_DIR}/jobset-etcd" \
-    ${JOBSET_APISERVER_ARGS:-}
+    "${apiserver_audit[@]}" ${JOBSET_APISERVER_ARGS:-}
   wait_for jobset-apiserver "jobset-apiserver /readyz" probe "https://127.0.0.1:${JOBSET_APISERVER_PORT}/readyz"
   render jobset-apiservice.yaml | kubectl apply -f - >/dev/null
   wait_for jobset-apiserver "APIService v1alpha2.jobset.x-k8s.io Available" apiservice_available v1alpha2.jobset.x-k8s.io
@@ -582,6 +624,80 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
   fi
 fi
 
+# ---------------------------------------------------------------------------
+# Kubeflow Trainer (WITH_TRAINER=1)
+
+# trainer_webhooks <dir>: Trainer's webhook configurations, from its own
+# manifests, pointed at the ExternalName Service (namespace, port) and the
+# local CA. The manifests are a kustomize base; it is copied next to an
+# overlay because kustomize takes no absolute paths.
+trainer_webhooks() {
+  local dir="$1" kind n i
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  cp -r "${TRAINER_MANIFESTS}/base/webhook" "${dir}/base"
+  chmod -R u+w "${dir}/base"
+  {
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "namespace: kubeflow-system"
+    echo "resources: [base]"
+    echo "patches:"
+    for kind in MutatingWebhookConfiguration ValidatingWebhookConfiguration; do
+      # Webhooks of that kind: the top-level list items of its document.
+      n="$(kubectl kustomize "${dir}/base" | awk -v k="${kind}" '
+        /^kind: / { in_kind = ($2 == k) } in_kind && /^- / { n++ } END { print n + 0 }')"
+      [[ ${n} -gt 0 ]] || local::die "no ${kind} in ${TRAINER_MANIFESTS}/base/webhook"
+      echo "- target: {kind: ${kind}}"
+      echo "  patch: |-"
+      for ((i = 0; i < n; i++)); do
+        echo "    - {op: add, path: /webhooks/${i}/clientConfig/service/port, value: ${TRAINER_WEBHOOK_PORT}}"
+        echo "    - {op: add, path: /webhooks/${i}/clientConfig/caBundle, value: ${CA_BUNDLE}}"
+      done
+    done
+  } >"${dir}/kustomization.yaml"
+  kubectl kustomize "${dir}"
+}
+
+trainer_crds_established() {
+  local c
+  for c in trainjobs trainingruntimes clustertrainingruntimes; do
+    [[ "$(kubectl get crd "${c}.trainer.kubeflow.org" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]] || return 1
+  done
+}
+
+if [[ ${WITH_TRAINER} == 1 ]]; then
+  # The module's manifests/ (CRDs, RBAC, webhooks, runtimes) at the pinned version.
+  TRAINER_MODULE_DIR="$(cd "${ROOT}/hack/tools/trainer" &&
+    GOWORK=off go mod download -json github.com/kubeflow/trainer/v2 | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
+  TRAINER_MANIFESTS="${TRAINER_MODULE_DIR}/manifests"
+  [[ -d "${TRAINER_MANIFESTS}/base/crds" ]] ||
+    local::die "no manifests/base/crds in the Trainer module (${TRAINER_MODULE_DIR:-not downloaded})"
+  local::log "Kubeflow Trainer ${TRAINER_VERSION}: CRDs, RBAC and webhooks from ${TRAINER_MANIFESTS}"
+  # The CRDs are too large for the last-applied annotation of client-side apply.
+  kubectl apply --server-side --force-conflicts -k "${TRAINER_MANIFESTS}/base/crds" >/dev/null
+  wait_for kube-apiserver "Trainer's CRDs Established" trainer_crds_established
+  kubectl apply -f "${TRAINER_MANIFESTS}/base/rbac/role.yaml" >/dev/null
+  render trainer.yaml | kubectl apply -f - >/dev/null
+  trainer_webhooks "${LOCAL_DIR}/trainer/webhook" | kubectl apply -f - >/dev/null
+  render trainer-config.yaml >"${LOCAL_DIR}/trainer/config.yaml"
+  # controller-runtime reads the webhook serving certificate from
+  # $TMPDIR/k8s-webhook-server/serving-certs: the manager gets a TMPDIR of its own.
+  TRAINER_TMP="${DATA_DIR}/trainer-tmp"
+  mkdir -p "${TRAINER_TMP}/k8s-webhook-server/serving-certs"
+  cp "${P}/trainer-webhook-serving.crt" "${TRAINER_TMP}/k8s-webhook-server/serving-certs/tls.crt"
+  cp "${P}/trainer-webhook-serving.key" "${TRAINER_TMP}/k8s-webhook-server/serving-certs/tls.key"
+  # shellcheck disable=SC2086
+  TMPDIR="${TRAINER_TMP}" KUBECONFIG="${KUBECONFIG_DIR}/trainer-controller-manager.kubeconfig" \
+    start trainer-controller-manager "${BIN_DIR}/trainer-controller-manager" \
+    --config="${LOCAL_DIR}/trainer/config.yaml" ${TRAINER_ARGS:-}
+  wait_for trainer-controller-manager "trainer-controller-manager /readyz" lt probe "http://127.0.0.1:${TRAINER_HEALTH_PORT}/readyz"
+  # The runtime goes through Trainer's validating webhook: creating it also
+  # proves that the API server reaches the webhooks.
+  wait_for trainer-controller-manager "ClusterTrainingRuntime torch-distributed (through Trainer's webhook)" \
+    kubectl apply -f "${TRAINER_MANIFESTS}/base/runtimes/torch_distributed.yaml"
+fi
+
 wait_for metrics-server "APIService v1beta1.metrics.k8s.io Available" apiservice_available v1beta1.metrics.k8s.io
 if [[ ${WITH_JOBSET} == 1 && -x "${BIN_DIR}/jobset-controller" ]]; then
   # The controller has had the time the metrics APIService took; it must still run.
@@ -610,6 +726,10 @@ JOBSET_CONTROLLER_HEALTH_PORT=${JOBSET_CONTROLLER_HEALTH_PORT}
 JOBSET_CONTROLLER_METRICS_PORT=${JOBSET_CONTROLLER_METRICS_PORT}
 JOBSET_CONTROLLER_SECURE_METRICS_PORT=${JOBSET_CONTROLLER_SECURE_METRICS_PORT}
 WITH_JOBSET=${WITH_JOBSET}
+WITH_TRAINER=${WITH_TRAINER}
+TRAINER_WEBHOOK_PORT=${TRAINER_WEBHOOK_PORT}
+TRAINER_HEALTH_PORT=${TRAINER_HEALTH_PORT}
+TRAINER_METRICS_PORT=${TRAINER_METRICS_PORT}
 EOF
 
 cat <<EOF
@@ -629,6 +749,11 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
   cat <<EOF
   kubectl api-resources --api-group=jobset.x-k8s.io
   kubectl get jobsets -A
+EOF
+fi
+if [[ ${WITH_TRAINER} == 1 ]]; then
+  cat <<EOF
+  kubectl get clustertrainingruntimes,trainjobs -A     # Kubeflow Trainer ${TRAINER_VERSION}
 EOF
 fi
 cat <<EOF

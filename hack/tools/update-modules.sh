@@ -5,7 +5,7 @@
 # Run this after editing hack/versions.env and commit the result. Needs the Go
 # module proxy. Does not build anything; hack/build-tools.sh does that.
 #
-# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|localtool ...]
+# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|trainer|localtool ...]
 set -euo pipefail
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -76,7 +76,7 @@ update_localtool() {
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server localtool)
+[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server trainer localtool)
 for t in "${targets[@]}"; do
   echo "==> updating hack/tools/${t}"
   case "${t}" in
@@ -84,6 +84,7 @@ for t in "${targets[@]}"; do
     etcd) update_simple etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}" go.etcd.io/etcd/server/v3 ;;
     kwok) update_simple kwok sigs.k8s.io/kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok ;;
     metrics-server) update_simple metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
+    trainer) update_simple trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
     localtool) update_localtool ;;
     *) tools::die "unknown tool module: ${t}" ;;
   esac
