@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ type expectation struct {
 	// went through (restarts, restartsCountTowardsMax and
 	// executionAttempts must each equal it).
 	restarts *int32
+	// maxAttempts, when set instead, bounds executionAttempts of a JobSet
+	// (it grows by one per restart and per resume the controller saw), while
+	// restarts and restartsCountTowardsMax must be 0.
+	maxAttempts func(name string) int32
 	// running: pods run until told otherwise, so every Job of a JobSet that
 	// is neither suspended nor finished is active.
 	running bool
@@ -87,6 +92,11 @@ func jobSetViolations(js *v1alpha2.JobSet, jobs []batchv1.Job, exp expectation) 
 	if r := exp.restarts; r != nil && (st.Restarts != *r || st.RestartsCountTowardsMax != *r || st.ExecutionAttempts != *r) {
 		bad("restarts %d, towards max %d, execution attempts %d; want %d each", st.Restarts, st.RestartsCountTowardsMax, st.ExecutionAttempts, *r)
 	}
+	if exp.maxAttempts != nil {
+		if m := exp.maxAttempts(js.Name); st.Restarts != 0 || st.RestartsCountTowardsMax != 0 || st.ExecutionAttempts > m {
+			bad("restarts %d, towards max %d, execution attempts %d; want 0, 0 and at most %d (the resumes sent)", st.Restarts, st.RestartsCountTowardsMax, st.ExecutionAttempts, m)
+		}
+	}
 	if finished(js) {
 		return out
 	}
@@ -146,8 +156,8 @@ func jobSetViolations(js *v1alpha2.JobSet, jobs []batchv1.Job, exp expectation) 
 
 // checkInvariants polls until the namespace holds the invariants (a JobSet
 // that never gets there is stuck), and fails the test with the last
-// violations otherwise.
-func checkInvariants(t *testing.T, ns string, exp expectation, timeout time.Duration) {
+// violations otherwise. It returns how long they took to hold.
+func checkInvariants(t *testing.T, ns string, exp expectation, timeout time.Duration) time.Duration {
 	t.Helper()
 	var last []string
 	var lastErr error
@@ -160,9 +170,11 @@ func checkInvariants(t *testing.T, ns string, exp expectation, timeout time.Dura
 		if len(last) > 20 {
 			last = append(last[:20], fmt.Sprintf("... and %d more", len(last)-20))
 		}
-		t.Fatalf("the invariants did not hold within %s (last error %v):\n%v", timeout, lastErr, last)
+		t.Errorf("the invariants did not hold within %s (last error %v):\n%s", timeout, lastErr, strings.Join(last, "\n"))
+		return timeout
 	}
 	t.Logf("invariants hold (%.1fs after the check began)", time.Since(start).Seconds())
+	return time.Since(start)
 }
 
 func pollFor(timeout time.Duration, cond func(ctx context.Context) bool) error {

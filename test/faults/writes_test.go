@@ -125,6 +125,7 @@ type record struct {
 	ssa     field // annotation written by server-side apply
 	par     field // parallelism written through /scale
 	suspend field // "true" / "false"
+	resumes int32 // resume writes sent, whatever their outcome
 }
 
 // ledger holds a record per JobSet name. Each name is written by one
