@@ -101,6 +101,11 @@ func liveLeader(t *testing.T, not string, timeout time.Duration) (*localcluster.
 	var p *localcluster.Process
 	var id string
 	eventually(t, timeout, "a running controller to hold the lease", func(ctx context.Context) (bool, error) {
+		if !anyRunning(controllers) {
+			// Both gone (one may give up after missing its renew deadline
+			// on a loaded machine): start them, as a ReplicaSet would.
+			revive(t, "no controller running")
+		}
 		c, holder, err := leader(ctx)
 		if err != nil || holder == not {
 			return false, nil
@@ -259,4 +264,14 @@ func failPod(ctx context.Context, ns, job string) (bool, error) {
 
 func waitPoll(timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	return wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, cond)
+}
+
+// anyRunning reports whether one of the components runs.
+func anyRunning(components []string) bool {
+	for _, c := range components {
+		if _, err := cl.Process(c); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -32,7 +32,7 @@ const (
 	// over a second on a loaded machine.
 	soakWorkers = 64
 	// JobSets each worker keeps alive: creates below the first, deletes above it.
-	soakMinLive, soakMaxLive = 2, 3
+	soakMinLive, soakMaxLive = 1, 2
 )
 
 // soakDuration is SOAK_DURATION (default 60s). Components are killed every
