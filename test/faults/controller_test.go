@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/invariants"
 )
 
 // takeoverBound is how long a standby may take to hold the lease after the
@@ -102,7 +103,7 @@ func TestControllerLeaderKilledDuringFanOut(t *testing.T) {
 	t.Logf("killing the leader with %d of %d Jobs created", all, n)
 	killLeader(t)
 	<-created
-	checkInvariants(t, ns, expectation{restarts: ptr.To[int32](0), running: true}, 4*time.Minute)
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](0), Running: true}, 4*time.Minute)
 	if all, _ := ledger.count("0"); all != n {
 		t.Errorf("%d distinct Jobs were created, want %d", all, n)
 	}
@@ -127,7 +128,7 @@ func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
 		jss = append(jss, js)
 	}
 	createAll(t, jss)
-	checkInvariants(t, ns, expectation{restarts: ptr.To[int32](0), running: true}, 3*time.Minute)
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](0), Running: true}, 3*time.Minute)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -145,7 +146,7 @@ func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
 	t.Logf("killing the leader with %d of %d Jobs of attempt 1 created", restarted, n*replicas)
 	killLeader(t)
 
-	checkInvariants(t, ns, expectation{restarts: ptr.To[int32](1), running: true}, 4*time.Minute)
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](1), Running: true}, 4*time.Minute)
 	if _, restarted := ledger.count("1"); restarted != n*replicas {
 		t.Errorf("%d distinct Jobs of attempt 1 were created, want %d", restarted, n*replicas)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	ac "github.com/nativejobset/jobset/pkg/generated/applyconfiguration/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/invariants"
 )
 
 const (
@@ -121,7 +122,7 @@ loop:
 		}
 		return 0
 	}
-	settled := checkInvariants(t, ns, expectation{maxAttempts: maxAttempts, running: true}, 5*time.Minute)
+	settled := checkInvariants(t, ns, invariants.Expectation{MaxAttempts: maxAttempts, Running: true}, 5*time.Minute)
 	var lost []string
 	if err := waitPoll(time.Minute, func(ctx context.Context) (bool, error) {
 		var err error
@@ -204,7 +205,7 @@ func soakWorker(ctx context.Context, w int, ns string, l *ledger, st *stats, tok
 				ac.JobSet(name, ns).WithAnnotations(map[string]string{ssaAnnotation: v}),
 				metav1.ApplyOptions{FieldManager: "soak", Force: true})
 			st.record("apply "+name, time.Since(start), err)
-			l.wrote(name, func(r *record) *field { return &r.ssa }, v, err)
+			l.wrote(name, func(r *record) *invariants.Field { return &r.ssa }, v, err)
 		case op < 75:
 			par := int32(1 + rng.Intn(2))
 			start := time.Now()
@@ -212,11 +213,11 @@ func soakWorker(ctx context.Context, w int, ns string, l *ledger, st *stats, tok
 				&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name + ".w", Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: par}},
 				metav1.UpdateOptions{})
 			st.record("scale "+name, time.Since(start), err)
-			l.wrote(name, func(r *record) *field { return &r.par }, strconv.Itoa(int(par)), err)
+			l.wrote(name, func(r *record) *invariants.Field { return &r.par }, strconv.Itoa(int(par)), err)
 		case op < 90:
 			r := l.get(name)
 			l.mu.Lock()
-			suspend := r.suspend.want != "true"
+			suspend := r.suspend.Want != "true"
 			if !suspend {
 				r.resumes++
 			}
@@ -225,7 +226,7 @@ func soakWorker(ctx context.Context, w int, ns string, l *ledger, st *stats, tok
 			_, err := cl.JobSets.JobsetV1alpha2().JobSets(ns).Patch(ctx, name, types.MergePatchType,
 				[]byte(fmt.Sprintf(`{"spec":{"suspend":%v}}`, suspend)), metav1.PatchOptions{})
 			st.record("suspend "+name, time.Since(start), err)
-			l.wrote(name, func(r *record) *field { return &r.suspend }, strconv.FormatBool(suspend), err)
+			l.wrote(name, func(r *record) *invariants.Field { return &r.suspend }, strconv.FormatBool(suspend), err)
 		default:
 			if len(live) <= soakMinLive {
 				_ = patchLabel(ctx, l, st, ns, name, seq)

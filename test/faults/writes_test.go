@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/invariants"
 )
 
 // retryable reports whether a client may simply try the request again:
@@ -96,36 +97,15 @@ func (s *stats) p99() time.Duration {
 	return l[(len(l)*99)/100]
 }
 
-// field is the value a field must have after the writes: the one of the
-// last acknowledged write, or that of a later write whose outcome is
-// unknown.
-type field struct {
-	want  string
-	maybe map[string]bool
-}
-
-func (f *field) set(v string, acked bool) {
-	if acked {
-		f.want, f.maybe = v, nil
-		return
-	}
-	if f.maybe == nil {
-		f.maybe = map[string]bool{}
-	}
-	f.maybe[v] = true
-}
-
-func (f *field) allows(v string) bool { return v == f.want || f.maybe[v] }
-
 // record is what the acknowledged writes say about one JobSet.
 type record struct {
 	uid     types.UID
-	exists  field // "true" / "false"
-	label   field // spec of the last merge patch
-	ssa     field // annotation written by server-side apply
-	par     field // parallelism written through /scale
-	suspend field // "true" / "false"
-	resumes int32 // resume writes sent, whatever their outcome
+	exists  invariants.Field // "true" / "false"
+	label   invariants.Field // the label written by merge patches
+	ssa     invariants.Field // the annotation written by server-side apply
+	par     invariants.Field // parallelism written through /scale
+	suspend invariants.Field // "true" / "false"
+	resumes int32            // resume writes sent, whatever their outcome
 }
 
 // ledger holds a record per JobSet name. Each name is written by one
@@ -143,7 +123,7 @@ func (l *ledger) get(name string) *record {
 	defer l.mu.Unlock()
 	r := l.recs[name]
 	if r == nil {
-		r = &record{exists: field{want: "false"}}
+		r = &record{exists: invariants.Field{Want: "false"}}
 		l.recs[name] = r
 	}
 	return r
@@ -175,19 +155,19 @@ func (l *ledger) lost(ctx context.Context, ns string) ([]string, error) {
 	var out []string
 	for name, r := range l.recs {
 		js := stored[name]
-		if !r.exists.allows(strconv.FormatBool(js != nil)) {
-			out = append(out, fmt.Sprintf("%s: exists=%v, the acknowledged writes say %s", name, js != nil, r.exists.want))
+		if !r.exists.Allows(strconv.FormatBool(js != nil)) {
+			out = append(out, fmt.Sprintf("%s: exists=%v, the acknowledged writes say %s", name, js != nil, r.exists.Want))
 			continue
 		}
 		if js == nil {
 			continue
 		}
-		if r.uid != "" && js.UID != r.uid && len(r.exists.maybe) == 0 {
+		if r.uid != "" && js.UID != r.uid && !r.exists.Uncertain() {
 			out = append(out, fmt.Sprintf("%s: UID %s, acknowledged create returned %s", name, js.UID, r.uid))
 		}
-		check := func(what string, f field, got string) {
-			if !f.allows(got) {
-				out = append(out, fmt.Sprintf("%s: %s is %q, the last acknowledged write set %q (unknown outcome: %v)", name, what, got, f.want, f.maybe))
+		check := func(what string, f invariants.Field, got string) {
+			if !f.Allows(got) {
+				out = append(out, fmt.Sprintf("%s: %s is %q, the last acknowledged write set %q (unknown outcome: %v)", name, what, got, f.Want, f.Maybe()))
 			}
 		}
 		check("label", r.label, js.Labels[seqLabel])
@@ -217,20 +197,20 @@ func (l *ledger) created(js *v1alpha2.JobSet, got *v1alpha2.JobSet, err error) {
 		if acked {
 			r.uid = got.UID
 		}
-		r.exists.set("true", acked)
-		r.label.set(js.Labels[seqLabel], acked)
-		r.ssa.set("", acked)
-		r.par.set(strconv.Itoa(int(ptr.Deref(js.Spec.ReplicatedJobs[0].Template.Spec.Parallelism, 1))), acked)
-		r.suspend.set(strconv.FormatBool(ptr.Deref(js.Spec.Suspend, false)), acked)
+		r.exists.Set("true", acked)
+		r.label.Set(js.Labels[seqLabel], acked)
+		r.ssa.Set("", acked)
+		r.par.Set(strconv.Itoa(int(ptr.Deref(js.Spec.ReplicatedJobs[0].Template.Spec.Parallelism, 1))), acked)
+		r.suspend.Set(strconv.FormatBool(ptr.Deref(js.Spec.Suspend, false)), acked)
 	})
 }
 
 // wrote records the outcome of a write of one field.
-func (l *ledger) wrote(name string, pick func(r *record) *field, value string, err error) {
+func (l *ledger) wrote(name string, pick func(r *record) *invariants.Field, value string, err error) {
 	if err != nil && !outcomeUnknown(err) {
 		return
 	}
-	l.update(name, func(r *record) { pick(r).set(value, err == nil) })
+	l.update(name, func(r *record) { pick(r).Set(value, err == nil) })
 }
 
 func labelPatch(seq int) []byte {
@@ -242,7 +222,7 @@ func patchLabel(ctx context.Context, l *ledger, st *stats, ns, name string, seq 
 	start := time.Now()
 	_, err := cl.JobSets.JobsetV1alpha2().JobSets(ns).Patch(ctx, name, types.MergePatchType, labelPatch(seq), metav1.PatchOptions{})
 	st.record("merge patch "+name, time.Since(start), err)
-	l.wrote(name, func(r *record) *field { return &r.label }, strconv.Itoa(seq), err)
+	l.wrote(name, func(r *record) *invariants.Field { return &r.label }, strconv.Itoa(seq), err)
 	return err
 }
 
@@ -251,7 +231,7 @@ func deleteJobSet(ctx context.Context, l *ledger, st *stats, ns, name string) er
 	start := time.Now()
 	err := cl.JobSets.JobsetV1alpha2().JobSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	st.record("delete "+name, time.Since(start), err)
-	l.wrote(name, func(r *record) *field { return &r.exists }, "false", err)
+	l.wrote(name, func(r *record) *invariants.Field { return &r.exists }, "false", err)
 	return err
 }
 
