@@ -3,6 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,9 +52,12 @@ func TestAPIServerReplicaKilledDuringWrites(t *testing.T) {
 		eventually(t, 3*time.Minute, what, func(context.Context) (bool, error) { return acked.Load() >= n, nil })
 	}
 	waitAcked(150, "150 acknowledged writes")
-	victim := apiservers[time.Now().UnixNano()%2]
+	// The aggregator keeps long-lived HTTP/2 connections, so the balancer,
+	// which spreads connections, may leave one replica without requests:
+	// kill the one with more connections open.
+	victim, conns := busiestReplica(t)
 	p := kill(t, victim)
-	t.Logf("killed %s (pid %d) after %d acknowledged writes", victim, p.PID, acked.Load())
+	t.Logf("killed %s (pid %d, %v connections open per replica) after %d acknowledged writes", victim, p.PID, conns, acked.Load())
 	at := acked.Load()
 	waitAcked(at+150, "150 more acknowledged writes with one replica")
 	revive(t, "killed by "+t.Name())
@@ -84,3 +90,45 @@ func TestAPIServerReplicaKilledDuringWrites(t *testing.T) {
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// busiestReplica returns the API server replica with the most established
+// TCP connections to its port, and the count of each.
+func busiestReplica(t *testing.T) (string, map[string]int) {
+	t.Helper()
+	conns := map[string]int{}
+	best := apiservers[0]
+	for _, name := range apiservers {
+		port := 0
+		for _, a := range templates[name].Args {
+			if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
+				port, _ = strconv.Atoi(v)
+			}
+		}
+		conns[name] = establishedTo(port)
+		if conns[name] > conns[best] {
+			best = name
+		}
+	}
+	return best, conns
+}
+
+// establishedTo counts the established IPv4 TCP connections whose local
+// port is port (/proc/net/tcp: state 01).
+func establishedTo(port int) int {
+	data, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "01" {
+			continue
+		}
+		i := strings.LastIndex(f[1], ":")
+		if p, err := strconv.ParseInt(f[1][i+1:], 16, 32); err == nil && int(p) == port {
+			n++
+		}
+	}
+	return n
+}
