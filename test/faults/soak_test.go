@@ -59,8 +59,8 @@ func soakDuration(t *testing.T) (run, killEvery time.Duration) {
 // merge patch, server-side apply, /scale of a replicatedjob, suspend and
 // resume, delete — with the controller running, and kills a component
 // with SIGKILL at every interval (the controller leader, a random
-// jobset-apiserver replica and kube-controller-manager in turn, from a
-// random start), starting it again at once. Afterwards every acknowledged write is reflected and the
+// jobset-apiserver replica with more connections open and
+// kube-controller-manager in turn, from a random start), starting it again at once. Afterwards every acknowledged write is reflected and the
 // invariants hold; the figures go to SOAK_REPORT (default
 // <cluster dir>/soak-report.md).
 func TestSoak(t *testing.T) {
@@ -101,7 +101,7 @@ loop:
 				missed.Add(1) // every worker busy: the rate was not reached
 			}
 		case <-killTicker.C:
-			kills = append(kills, killNext(t, rng, firstKill+len(kills)))
+			kills = append(kills, killNext(t, firstKill+len(kills)))
 		case <-end:
 			break loop
 		}
@@ -251,10 +251,10 @@ func soakCreate(ctx context.Context, w int, next *int, ns string, l *ledger, st 
 	return name, err == nil
 }
 
-// killNext kills, in turn from a random start, the controller leader, a
-// random jobset-apiserver replica or kube-controller-manager, and starts it
-// again at once.
-func killNext(t *testing.T, rng *rand.Rand, turn int) string {
+// killNext kills, in turn from a random start, the controller leader, the
+// jobset-apiserver replica with more connections open or
+// kube-controller-manager, and starts it again at once.
+func killNext(t *testing.T, turn int) string {
 	t.Helper()
 	var victim string
 	switch turn % 3 {
@@ -268,7 +268,7 @@ func killNext(t *testing.T, rng *rand.Rand, turn int) string {
 			_ = p.Kill()
 		}
 	case 1:
-		victim = apiservers[rng.Intn(len(apiservers))]
+		victim, _ = busiestReplica(t)
 		if p, err := cl.Process(victim); err == nil {
 			_ = p.Kill()
 		}
