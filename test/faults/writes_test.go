@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +35,13 @@ func retryable(err error) bool {
 		return true
 	}
 	var ne net.Error
-	return errors.As(err, &ne)
+	if errors.As(err, &ne) {
+		return true
+	}
+	// client-go's wrapping of a stream that kube-apiserver reset while the
+	// answer was read (the proxied connection to a killed replica broke):
+	// "... when reading response body ... Please retry."
+	return strings.Contains(err.Error(), "when reading response body")
 }
 
 // outcomeUnknown reports whether a failed write may still have happened:
