@@ -5,11 +5,11 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
-# Packages of the unit tests: everything but the integration, e2e, ecosystem and bench suites.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/bench)
+# Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench)
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
-	test test-unit test-integration test-e2e test-migration test-ecosystem test-trainer fuzz bench clean help
+	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer fuzz bench clean help
 
 all: build
 
@@ -51,7 +51,7 @@ vet:
 	$(GO) vet ./...
 	cd test/migration && $(GO) vet ./...
 
-test: verify test-unit test-integration test-e2e test-migration test-ecosystem ## Everything CI runs.
+test: verify test-unit test-integration test-e2e test-migration test-faults test-ecosystem ## Everything CI runs.
 
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
@@ -66,6 +66,14 @@ test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 
 test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).
 	cd test/migration && $(GO) test $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+test-faults: build tools ## Kills under load on a cluster of its own (2 API servers, 2 controllers), and the 60-second soak.
+	$(GO) test $(GO_TEST_FLAGS) -timeout 30m -v ./test/faults/... 2>&1 | tee _output/faults.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+SOAK_DURATION ?= 10m
+
+soak: build tools ## The soak for SOAK_DURATION (default 10m); its figures go to _output/faults/soak-report.md.
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test $(GO_TEST_FLAGS) -run '^TestSoak$$' -timeout 60m -v ./test/faults/... 2>&1 | tee _output/soak.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go|^ +[-|#]'; exit $${PIPESTATUS[0]}
 
 test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own.
 

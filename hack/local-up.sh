@@ -36,7 +36,14 @@
 #   SERVICE_CIDR [10.96.0.0/16] POD_CIDR [10.244.0.0/16] (pod IPs are fake; nothing connects to them)
 #   JOBSET [auto]               auto: build and start jobset-apiserver/-controller
 #                               when cmd/jobset-apiserver exists; 0: never; 1: required
-#   JOBSET_APISERVER_ARGS, JOBSET_CONTROLLER_ARGS   extra flags (word-split)
+#   JOBSET_APISERVERS [1]       1: one jobset-apiserver on its embedded etcd. 2..4: that many
+#                               replicas on the cluster's etcd (their own key prefix), on ports
+#                               +61.., behind a round-robin loopback TCP load balancer
+#                               (jobset-apiserver-lb, "localtool lb") on the jobset-apiserver
+#                               port, which the APIService's Service points at
+#   JOBSET_CONTROLLERS [1]      1..4 jobset-controller processes with leader election; the
+#                               further ones (jobset-controller-<i>) use ports +70+3(i-1)..
+#   JOBSET_APISERVER_ARGS, JOBSET_CONTROLLER_ARGS   extra flags (word-split, every replica)
 #   KUBE_CONTROLLER_MANAGER_ARGS, KUBE_SCHEDULER_ARGS  extra flags (word-split)
 #   LOG_VERBOSITY [1]           --v of the kube components
 #   WAIT_TIMEOUT [120]          seconds to wait for each component
@@ -98,6 +105,8 @@ SERVICE_CIDR="${SERVICE_CIDR:-10.96.0.0/16}"
 POD_CIDR="${POD_CIDR:-10.244.0.0/16}"
 JOBSET="${JOBSET:-auto}"
 WITH_TRAINER="${WITH_TRAINER:-0}"
+JOBSET_APISERVERS="${JOBSET_APISERVERS:-1}"
+JOBSET_CONTROLLERS="${JOBSET_CONTROLLERS:-1}"
 LOG_VERBOSITY="${LOG_VERBOSITY:-1}"
 WAIT_TIMEOUT="${WAIT_TIMEOUT:-120}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -110,11 +119,21 @@ LOCALTOOL="${BIN_DIR}/localtool"
 KUBECTL="${BIN_DIR}/kubectl"
 API_URL="https://127.0.0.1:${APISERVER_PORT}"
 
-for n in NODES NODES_PER_RACK NODES_PER_POOL ZONES PORT_BASE; do
+for n in NODES NODES_PER_RACK NODES_PER_POOL ZONES PORT_BASE JOBSET_APISERVERS JOBSET_CONTROLLERS; do
   [[ "${!n}" =~ ^[0-9]+$ ]] || local::die "${n} must be a number, got '${!n}'"
 done
 [[ ${NODES_PER_RACK} -gt 0 && ${NODES_PER_POOL} -gt 0 && ${ZONES} -gt 0 && ${ZONES} -le 26 ]] ||
   local::die "NODES_PER_RACK and NODES_PER_POOL must be > 0, ZONES in 1..26"
+[[ ${JOBSET_APISERVERS} -ge 1 && ${JOBSET_APISERVERS} -le 4 && ${JOBSET_CONTROLLERS} -ge 1 && ${JOBSET_CONTROLLERS} -le 4 ]] ||
+  local::die "JOBSET_APISERVERS and JOBSET_CONTROLLERS must be in 1..4"
+
+# apiserver_port <i>: the port of jobset-apiserver replica i (with a single
+# replica, the jobset-apiserver port itself).
+apiserver_port() {
+  if [[ ${JOBSET_APISERVERS} == 1 ]]; then echo "${JOBSET_APISERVER_PORT}"; else echo $((PORT_BASE + 61 + $1)); fi
+}
+# replica_name <component> <i>: the component's name for replica i.
+replica_name() { if [[ $2 == 0 ]]; then echo "$1"; else echo "$1-$2"; fi; }
 
 kubectl() { "${KUBECTL}" --kubeconfig "${ADMIN_KUBECONFIG}" --cache-dir "${LOCAL_DIR}/cache/kubectl" "$@"; }
 
@@ -190,6 +209,12 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
   port_free "${JOBSET_CONTROLLER_HEALTH_PORT}" "jobset-controller health"
   port_free "${JOBSET_CONTROLLER_METRICS_PORT}" "jobset-controller metrics"
   port_free "${JOBSET_CONTROLLER_SECURE_METRICS_PORT}" "jobset-controller secure metrics"
+  if [[ ${JOBSET_APISERVERS} -gt 1 ]]; then
+    for ((i = 0; i < JOBSET_APISERVERS; i++)); do port_free "$(apiserver_port "${i}")" "jobset-apiserver replica ${i}"; done
+  fi
+  for ((i = 1; i < JOBSET_CONTROLLERS; i++)); do
+    for ((j = 0; j < 3; j++)); do port_free $((PORT_BASE + 70 + 3 * (i - 1) + j)) "jobset-controller-${i}"; done
+  done
 fi
 if [[ ${WITH_TRAINER} == 1 ]]; then
   port_free "${TRAINER_WEBHOOK_PORT}" "trainer-controller-manager webhooks"
@@ -572,27 +597,51 @@ render metrics-apiservice.yaml | kubectl apply -f - >/dev/null
 if [[ ${WITH_JOBSET} == 1 ]]; then
   kubectl apply -f "${ROOT}/artifacts/local/jobset-apiserver-rbac.yaml" >/dev/null
   kubectl apply -f "${ROOT}/artifacts/local/jobset-controller-rbac.yaml" >/dev/null
-  apiserver_audit=()
-  if [[ ${WITH_TRAINER} == 1 ]]; then
-    # Trainer's JobSet applies, with their bodies (hack/local/trainer-audit-policy.yaml).
-    apiserver_audit=(
-      --audit-policy-file="${ROOT}/hack/local/trainer-audit-policy.yaml"
-      --audit-log-path="${LOG_DIR}/jobset-apiserver-audit.log"
-      --audit-log-maxsize=100 --audit-log-maxbackup=1
+  # One replica keeps its data in an embedded etcd; several share the
+  # cluster's etcd, under the server's own key prefix.
+  storage_args=(--embedded-etcd-dir="${DATA_DIR}/jobset-etcd")
+  if [[ ${JOBSET_APISERVERS} -gt 1 ]]; then
+    storage_args=(
+      --etcd-servers="https://127.0.0.1:${ETCD_PORT}"
+      --etcd-cafile="${P}/ca.crt" --etcd-certfile="${P}/etcd-client.crt" --etcd-keyfile="${P}/etcd-client.key"
     )
   fi
-  # shellcheck disable=SC2086
-  start jobset-apiserver "${BIN_DIR}/jobset-apiserver" \
-    --secure-port="${JOBSET_APISERVER_PORT}" \
-    --bind-address=127.0.0.1 \
-    --tls-cert-file="${P}/jobset-apiserver-serving.crt" \
-    --tls-private-key-file="${P}/jobset-apiserver-serving.key" \
-    --kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
-    --authentication-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
-    --authorization-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
-    --embedded-etcd-dir="${DATA_DIR}/jobset-etcd" \
-    "${apiserver_audit[@]}" ${JOBSET_APISERVER_ARGS:-}
-  wait_for jobset-apiserver "jobset-apiserver /readyz" probe "https://127.0.0.1:${JOBSET_APISERVER_PORT}/readyz"
+  backends=()
+  for ((i = 0; i < JOBSET_APISERVERS; i++)); do
+    name="$(replica_name jobset-apiserver "${i}")"
+    port="$(apiserver_port "${i}")"
+    backends+=("127.0.0.1:${port}")
+    apiserver_audit=()
+    if [[ ${WITH_TRAINER} == 1 ]]; then
+      # Trainer's JobSet applies, with their bodies (hack/local/trainer-audit-policy.yaml).
+      apiserver_audit=(
+        --audit-policy-file="${ROOT}/hack/local/trainer-audit-policy.yaml"
+        --audit-log-path="${LOG_DIR}/${name}-audit.log"
+        --audit-log-maxsize=100 --audit-log-maxbackup=1
+      )
+    fi
+    # shellcheck disable=SC2086
+    start "${name}" "${BIN_DIR}/jobset-apiserver" \
+      --secure-port="${port}" \
+      --bind-address=127.0.0.1 \
+      --tls-cert-file="${P}/jobset-apiserver-serving.crt" \
+      --tls-private-key-file="${P}/jobset-apiserver-serving.key" \
+      --kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+      --authentication-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+      --authorization-kubeconfig="${KUBECONFIG_DIR}/jobset-apiserver.kubeconfig" \
+      "${storage_args[@]}" \
+      "${apiserver_audit[@]}" ${JOBSET_APISERVER_ARGS:-}
+  done
+  for ((i = 0; i < JOBSET_APISERVERS; i++)); do
+    name="$(replica_name jobset-apiserver "${i}")"
+    wait_for "${name}" "${name} /readyz" probe "https://127.0.0.1:$(apiserver_port "${i}")/readyz"
+  done
+  if [[ ${JOBSET_APISERVERS} -gt 1 ]]; then
+    # No kube-proxy here: this balancer is the Service's endpoints.
+    start jobset-apiserver-lb "${LOCALTOOL}" lb -listen "127.0.0.1:${JOBSET_APISERVER_PORT}" \
+      -backends "$(IFS=,; echo "${backends[*]}")"
+    wait_for jobset-apiserver-lb "jobset-apiserver /readyz through the balancer" probe "https://127.0.0.1:${JOBSET_APISERVER_PORT}/readyz"
+  fi
   render jobset-apiservice.yaml | kubectl apply -f - >/dev/null
   wait_for jobset-apiserver "APIService v1alpha2.jobset.x-k8s.io Available" apiservice_available v1alpha2.jobset.x-k8s.io
   if [[ -x "${BIN_DIR}/jobset-controller" ]]; then
@@ -619,6 +668,24 @@ if [[ ${WITH_JOBSET} == 1 ]]; then
     if [[ ${health} == 1 ]]; then
       wait_for jobset-controller "jobset-controller /healthz" lt probe "http://127.0.0.1:${JOBSET_CONTROLLER_HEALTH_PORT}/healthz"
     fi
+    # Standbys: the same flags on ports of their own; leader election picks one.
+    for ((i = 1; i < JOBSET_CONTROLLERS; i++)); do
+      off=$((PORT_BASE + 70 + 3 * (i - 1)))
+      standby_args=()
+      for a in "${controller_args[@]}"; do
+        case "${a}" in
+          --health-addr=*) a="--health-addr=127.0.0.1:${off}" ;;
+          --metrics-bind-address=*) a="--metrics-bind-address=127.0.0.1:$((off + 1))" ;;
+          --secure-metrics-bind-address=*) a="--secure-metrics-bind-address=127.0.0.1:$((off + 2))" ;;
+        esac
+        standby_args+=("${a}")
+      done
+      # shellcheck disable=SC2086
+      start "jobset-controller-${i}" "${BIN_DIR}/jobset-controller" "${standby_args[@]}" ${JOBSET_CONTROLLER_ARGS:-}
+      if [[ ${health} == 1 ]]; then
+        wait_for "jobset-controller-${i}" "jobset-controller-${i} /healthz" lt probe "http://127.0.0.1:${off}/healthz"
+      fi
+    done
   else
     local::log "no ${BIN_DIR}/jobset-controller: not starting the controller"
   fi
@@ -730,6 +797,8 @@ WITH_TRAINER=${WITH_TRAINER}
 TRAINER_WEBHOOK_PORT=${TRAINER_WEBHOOK_PORT}
 TRAINER_HEALTH_PORT=${TRAINER_HEALTH_PORT}
 TRAINER_METRICS_PORT=${TRAINER_METRICS_PORT}
+JOBSET_APISERVERS=${JOBSET_APISERVERS}
+JOBSET_CONTROLLERS=${JOBSET_CONTROLLERS}
 EOF
 
 cat <<EOF

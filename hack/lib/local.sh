@@ -21,11 +21,19 @@ KUBECONFIG_DIR="${LOCAL_DIR}/kubeconfigs"
 ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 
 # Components in start order.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller trainer-controller-manager)
+# With JOBSET_APISERVERS/JOBSET_CONTROLLERS above 1 the further replicas are
+# jobset-apiserver-<i> and jobset-controller-<i> (i = 1..3), and
+# jobset-apiserver-lb balances connections over the API server replicas.
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server
+  jobset-apiserver jobset-apiserver-1 jobset-apiserver-2 jobset-apiserver-3 jobset-apiserver-lb
+  jobset-controller jobset-controller-1 jobset-controller-2 jobset-controller-3 trainer-controller-manager)
 # Stop order: the clients first, so that no watch (kube-controller-manager
 # watches every resource, jobsets too, through the aggregator) keeps an
 # aggregated API server from finishing its graceful shutdown.
-LOCAL_STOP_ORDER=(trainer-controller-manager jobset-controller kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver kube-apiserver etcd)
+LOCAL_STOP_ORDER=(trainer-controller-manager jobset-controller-3 jobset-controller-2 jobset-controller-1 jobset-controller
+  kube-controller-manager kube-scheduler kwok metrics-server
+  jobset-apiserver-lb jobset-apiserver-3 jobset-apiserver-2 jobset-apiserver-1 jobset-apiserver
+  kube-apiserver etcd)
 
 local::log() { echo "$(date +%H:%M:%S) $*"; }
 local::die() {

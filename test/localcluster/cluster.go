@@ -34,6 +34,12 @@ type Options struct {
 	Dir      string
 	PortBase int
 	Nodes    int
+	// APIServers and Controllers: how many jobset-apiserver replicas and
+	// jobset-controller processes to run (0 means 1). With more than one API
+	// server they share the cluster's etcd behind a loopback load balancer
+	// (hack/local-up.sh's JOBSET_APISERVERS and JOBSET_CONTROLLERS).
+	APIServers  int
+	Controllers int
 	// Extra environment for hack/local-up.sh, e.g. "NODES_PER_POOL=2".
 	Env []string
 }
@@ -74,6 +80,12 @@ func Start(o Options) (*Cluster, error) {
 		"JOBSET=1",
 		"CLEAN=1",
 	)
+	if o.APIServers > 1 {
+		c.env = append(c.env, fmt.Sprintf("JOBSET_APISERVERS=%d", o.APIServers))
+	}
+	if o.Controllers > 1 {
+		c.env = append(c.env, fmt.Sprintf("JOBSET_CONTROLLERS=%d", o.Controllers))
+	}
 	c.env = append(c.env, o.Env...)
 
 	if os.Getenv(o.Prefix+"REUSE_CLUSTER") != "1" {

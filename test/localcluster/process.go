@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // ProcessStartTime returns a process's start time in clock ticks after
@@ -26,4 +30,98 @@ func ProcessStartTime(pid int) (string, error) {
 		return "", errors.New("process exited")
 	}
 	return fields[19], nil
+}
+
+// Process is a running component of the stack as hack/local-up.sh records
+// it in pids/<component>.pid ("<pid> <start time> <executable>"), with its
+// command line.
+type Process struct {
+	Component string
+	PID       int
+	Start     string
+	Exe       string
+	Args      []string // argv[0] first
+}
+
+// Process reads a component's pid file and checks that the process it names
+// is still that process.
+func (c *Cluster) Process(component string) (*Process, error) {
+	data, err := os.ReadFile(c.pidFile(component))
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Component: component}
+	if _, err := fmt.Sscan(string(data), &p.PID, &p.Start, &p.Exe); err != nil {
+		return nil, fmt.Errorf("parsing %q: %w", data, err)
+	}
+	if now, err := ProcessStartTime(p.PID); err != nil || now != p.Start {
+		return nil, fmt.Errorf("%s (pid %d) is not running", component, p.PID)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+	if err != nil {
+		return nil, err
+	}
+	p.Args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	return p, nil
+}
+
+// Alive reports whether the recorded process still runs.
+func (p *Process) Alive() bool {
+	now, err := ProcessStartTime(p.PID)
+	return err == nil && now == p.Start
+}
+
+// Kill sends SIGKILL to the process, if it still is the recorded one, and
+// waits (at most a minute) until it is gone.
+func (p *Process) Kill() error {
+	if !p.Alive() {
+		return fmt.Errorf("%s (pid %d) is no longer the recorded process", p.Component, p.PID)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); p.Alive(); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) still runs a minute after SIGKILL", p.Component, p.PID)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Restart starts the component again with the command line of p, in its
+// own session, appending to its log, and records it in the pid file as
+// hack/local-up.sh does, so that hack/local-down.sh stops it.
+func (c *Cluster) Restart(p *Process, why string) (*Process, error) {
+	logPath := filepath.Join(c.LocalDir, "logs", p.Component+".log")
+	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	fmt.Fprintf(log, "==== %s starting %s (%s)\n%s\n", time.Now().UTC().Format(time.RFC3339), p.Component, why, strings.Join(p.Args, " "))
+	cmd := exec.Command(p.Args[0], p.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", p.Component, err)
+	}
+	pid := cmd.Process.Pid
+	// Not waited for: like every component, it outlives the test binary if
+	// need be, and hack/local-down.sh stops it by its pid file.
+	_ = cmd.Process.Release()
+	start, err := ProcessStartTime(pid)
+	if err != nil {
+		return nil, fmt.Errorf("%s exited right after start; see %s", p.Component, logPath)
+	}
+	np := &Process{Component: p.Component, PID: pid, Start: start, Exe: p.Exe, Args: p.Args}
+	record := fmt.Sprintf("%d %s %s\n", pid, start, p.Exe)
+	if err := os.WriteFile(c.pidFile(p.Component), []byte(record), 0o644); err != nil {
+		return nil, err
+	}
+	return np, nil
+}
+
+func (c *Cluster) pidFile(component string) string {
+	return filepath.Join(c.LocalDir, "pids", component+".pid")
 }

@@ -6,6 +6,7 @@
 //	localtool cert  -ca DIR/CA -out DIR/NAME -cn CN [-o ORG,...] [-san HOST_OR_IP,...] [-server] [-client]
 //	localtool key   -out DIR/NAME
 //	localtool probe [-cacert FILE] [-cert FILE -key FILE] [-timeout 2s] URL
+//	localtool lb    -listen 127.0.0.1:PORT -backends 127.0.0.1:A,127.0.0.1:B,...
 //
 // "ca" writes NAME.crt and NAME.key; "cert" writes NAME.crt and NAME.key signed
 // by CA.crt/CA.key; "key" writes a bare key pair NAME.key and NAME.pub (the
@@ -18,6 +19,10 @@
 // https:// server is verified against -cacert; plain http:// is accepted for
 // loopback addresses only (health ports). It is the building block of the
 // bounded readiness waits in hack/local-up.sh.
+//
+// "lb" is a round-robin TCP load balancer on loopback with failover to the
+// next backend when one refuses: the local stand-in for a Service's endpoints
+// in front of several jobset-apiserver replicas (lb.go).
 package main
 
 import (
@@ -63,6 +68,8 @@ func main() {
 		err = runKey(os.Args[2:])
 	case "probe":
 		err = runProbe(os.Args[2:])
+	case "lb":
+		err = runLB(os.Args[2:])
 	default:
 		usage()
 	}
@@ -73,7 +80,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localtool ca|cert|key|probe [flags]; see the package comment")
+	fmt.Fprintln(os.Stderr, "usage: localtool ca|cert|key|probe|lb [flags]; see the package comment")
 	os.Exit(2)
 }
 

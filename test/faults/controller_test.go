@@ -1,0 +1,156 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/invariants"
+)
+
+// takeoverBound is how long a standby may take to hold the lease after the
+// leader died: the lease must expire, then the standby's next attempt (every
+// retry period) wins it; the rest is slack for a loaded machine.
+const takeoverBound = leaseDuration + 2*retryPeriod + 10*time.Second
+
+// killLeader kills the controller holding the lease, waits for the other
+// one to take over, and starts the killed one again as a standby.
+func killLeader(t *testing.T) {
+	t.Helper()
+	old, oldID, _ := liveLeader(t, "", time.Minute)
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_, _, seen := liveLeader(t, oldID, 3*takeoverBound)
+	took := seen.Sub(killed)
+	t.Logf("killed the leader %s (pid %d); a standby held the lease %.1fs later (lease %s)", old.Component, old.PID, took.Seconds(), leaseDuration)
+	if took > takeoverBound {
+		t.Errorf("the standby took over after %s, want within %s (lease %s + retries + slack)", took, takeoverBound, leaseDuration)
+	}
+	revive(t, "killed by "+t.Name())
+}
+
+// createAll creates the JobSets with a few clients in parallel, retrying
+// a create that failed with a retryable error (an ambiguous create that
+// did happen then reports AlreadyExists).
+func createAll(t *testing.T, jss []*v1alpha2.JobSet) {
+	t.Helper()
+	var wg sync.WaitGroup
+	next := make(chan *v1alpha2.JobSet)
+	errs := make(chan error, len(jss))
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for js := range next {
+				err := waitPoll(time.Minute, func(ctx context.Context) (bool, error) {
+					_, err := cl.JobSets.JobsetV1alpha2().JobSets(js.Namespace).Create(ctx, js, metav1.CreateOptions{})
+					switch {
+					case err == nil, apierrors.IsAlreadyExists(err):
+						return true, nil
+					case retryable(err):
+						return false, nil
+					}
+					return false, err
+				})
+				if err != nil {
+					errs <- fmt.Errorf("creating %s: %w", js.Name, err)
+				}
+			}
+		}()
+	}
+	for _, js := range jss {
+		next <- js
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestControllerLeaderKilledDuringFanOut creates 200 JobSets of one Job
+// each and kills the controller leader once a quarter of the Jobs exist.
+// The standby takes over within the lease time, and in the end every
+// JobSet has exactly its Job, created once, and counts it active.
+func TestControllerLeaderKilledDuringFanOut(t *testing.T) {
+	ns := namespace(t, "fanout")
+	ledger := watchJobLedger(t, ns)
+	const n = 200
+	var jss []*v1alpha2.JobSet
+	for i := 0; i < n; i++ {
+		jss = append(jss, jobSet(ns, fmt.Sprintf("fan-%03d", i), 1, 1))
+	}
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		createAll(t, jss)
+	}()
+	eventually(t, 3*time.Minute, "a quarter of the Jobs to exist", func(context.Context) (bool, error) {
+		all, _ := ledger.count("0")
+		return all >= n/4, nil
+	})
+	all, _ := ledger.count("0")
+	t.Logf("killing the leader with %d of %d Jobs created", all, n)
+	killLeader(t)
+	<-created
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](0), Running: true}, 4*time.Minute)
+	if all, _ := ledger.count("0"); all != n {
+		t.Errorf("%d distinct Jobs were created, want %d", all, n)
+	}
+	for _, d := range ledger.duplicates() {
+		t.Error(d)
+	}
+}
+
+// TestControllerLeaderKilledDuringRestarts fails one pod of each of 10
+// running JobSets and kills the controller leader as soon as the first Job
+// of a restart appears. Every JobSet then counts exactly one restart
+// (restarts, restartsCountTowardsMax, executionAttempts) and has exactly
+// its Jobs of attempt 1, each created once.
+func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
+	ns := namespace(t, "restarts")
+	ledger := watchJobLedger(t, ns)
+	const n, replicas = 10, 2
+	var jss []*v1alpha2.JobSet
+	for i := 0; i < n; i++ {
+		js := jobSet(ns, fmt.Sprintf("rs-%02d", i), replicas, 1)
+		js.Spec.FailurePolicy = &v1alpha2.FailurePolicy{MaxRestarts: 3}
+		jss = append(jss, js)
+	}
+	createAll(t, jss)
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](0), Running: true}, 3*time.Minute)
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	for _, js := range jss {
+		eventually(t, 2*time.Minute, "failing a pod of "+js.Name, func(ctx context.Context) (bool, error) {
+			return failPod(ctx, ns, js.Name+"-w-0")
+		})
+	}
+	eventually(t, 2*time.Minute, "the first Job of a restart", func(context.Context) (bool, error) {
+		_, restarted := ledger.count("1")
+		return restarted > 0, nil
+	})
+	_, restarted := ledger.count("1")
+	t.Logf("killing the leader with %d of %d Jobs of attempt 1 created", restarted, n*replicas)
+	killLeader(t)
+
+	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](1), Running: true}, 4*time.Minute)
+	if _, restarted := ledger.count("1"); restarted != n*replicas {
+		t.Errorf("%d distinct Jobs of attempt 1 were created, want %d", restarted, n*replicas)
+	}
+	for _, d := range ledger.duplicates() {
+		t.Error(d)
+	}
+}
