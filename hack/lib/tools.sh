@@ -20,7 +20,12 @@ TOOL_MODULES=(kube etcd kwok metrics-server)
 # Optional tool modules: built only when one of their tools is named on the
 # command line. Each has a hash and a cache entry of its own, so adding or
 # bumping one never rebuilds the control plane above.
-OPTIONAL_TOOL_MODULES=()
+OPTIONAL_TOOL_MODULES=(keda)
+# The pins of hack/versions.env that decide the control plane binaries; the
+# optional modules' pins are left out of tools::hash.
+CORE_PINS=(KUBERNETES_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION)
+# Binaries of the KEDA module.
+KEDA_TOOLS=(keda-operator keda-adapter)
 
 tools::die() {
   echo "error: $*" >&2
@@ -52,6 +57,7 @@ tools::check_modules() {
   check etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}"
   check kwok sigs.k8s.io/kwok "${KWOK_VERSION}"
   check metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
+  check keda github.com/kedacore/keda/v2 "${KEDA_VERSION}"
   # Every staging replacement must point at KUBE_STAGING_VERSION.
   m="$(awk -v v="${KUBE_STAGING_VERSION}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != v {print $1 " " $4}' "${dir}/kube/go.mod")"
   if [[ -n "${m}" ]]; then
@@ -69,8 +75,10 @@ tools::check_modules() {
 tools::hash() {
   local dir="${TOOLS_LIB_ROOT}/hack" m
   {
-    # Comments and blank lines of versions.env do not count.
-    grep -Ev '^[[:space:]]*(#|$)' "${dir}/versions.env"
+    # Only the core pins count, one NAME=value line each.
+    for m in "${CORE_PINS[@]}"; do
+      echo "${m}=${!m}"
+    done
     for m in "${TOOL_MODULES[@]}"; do
       echo "== ${m}"
       cat "${dir}/tools/${m}/go.mod" "${dir}/tools/${m}/go.sum"
