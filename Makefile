@@ -5,11 +5,14 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
-# Packages of the unit tests: everything but the integration, e2e and bench suites.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/bench)
+# Packages of the unit tests: everything but the integration, e2e, bench and ecosystem suites.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/bench -e /test/ecosystem)
+# WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
+WITH_KEDA ?= 0
+export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
-	test test-unit test-integration test-e2e test-migration fuzz bench clean help
+	test test-unit test-integration test-e2e test-migration test-ecosystem test-keda keda-tools fuzz bench clean help
 
 all: build
 
@@ -20,8 +23,12 @@ build: ## Build jobset-apiserver and jobset-controller into _output/bin.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin.
+tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and KEDA with WITH_KEDA=1).
 	hack/build-tools.sh
+	@if [[ "$(WITH_KEDA)" == 1 ]]; then hack/build-tools.sh keda-operator keda-adapter; fi
+
+keda-tools: ## Build KEDA's operator and metrics API server (keda-operator, keda-adapter) into _output/bin.
+	hack/build-tools.sh keda-operator keda-adapter
 
 run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
 	SKIP_BUILD=1 DEMO=1 hack/local-up.sh
@@ -50,7 +57,7 @@ vet:
 	$(GO) vet ./...
 	cd test/migration && $(GO) vet ./...
 
-test: verify test-unit test-integration test-e2e test-migration ## Everything CI runs.
+test: verify test-unit test-integration test-e2e test-migration test-ecosystem ## Everything CI runs.
 
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
@@ -65,6 +72,11 @@ test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 
 test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).
 	cd test/migration && $(GO) test $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+test-ecosystem: test-keda ## Tools of the ecosystem driving the JobSet API end to end, each on a local cluster of its own.
+
+test-keda: build tools keda-tools ## KEDA scaling a replicatedJob (test/ecosystem/keda, WITH_KEDA=1 cluster on ports 21400+).
+	$(GO) test $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/keda/... 2>&1 | tee _output/keda.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 # Every fuzz target and its package; 'make fuzz' runs each for FUZZTIME.
 FUZZ_TARGETS = FuzzValidateJobSet:./pkg/apis/jobset/validation/ FuzzJobSetUpdate:./pkg/registry/jobset/ \

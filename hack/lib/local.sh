@@ -21,11 +21,11 @@ KUBECONFIG_DIR="${LOCAL_DIR}/kubeconfigs"
 ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 
 # Components in start order.
-LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller)
+LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller keda-operator keda-adapter)
 # Stop order: the clients first, so that no watch (kube-controller-manager
 # watches every resource, jobsets too, through the aggregator) keeps an
 # aggregated API server from finishing its graceful shutdown.
-LOCAL_STOP_ORDER=(jobset-controller kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver kube-apiserver etcd)
+LOCAL_STOP_ORDER=(keda-operator jobset-controller kube-controller-manager kube-scheduler kwok keda-adapter metrics-server jobset-apiserver kube-apiserver etcd)
 
 local::log() { echo "$(date +%H:%M:%S) $*"; }
 local::die() {
