@@ -7,9 +7,13 @@ BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
 # Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench)
+# WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
+WITH_KEDA ?= 0
+export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
-	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer fuzz bench clean help
+	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
+	fuzz bench clean help
 
 all: build
 
@@ -20,9 +24,12 @@ build: ## Build jobset-apiserver and jobset-controller into _output/bin.
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1).
+tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1, KEDA with WITH_KEDA=1).
 	hack/build-tools.sh
 	$(if $(filter 1,$(WITH_TRAINER)),hack/build-tools.sh trainer-controller-manager)
+	$(if $(filter 1,$(WITH_KEDA)),hack/build-tools.sh keda-operator keda-adapter)
+keda-tools: ## Build KEDA's operator and metrics API server (keda-operator, keda-adapter) into _output/bin.
+	hack/build-tools.sh keda-operator keda-adapter
 
 run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
 	SKIP_BUILD=1 DEMO=1 hack/local-up.sh
@@ -75,11 +82,14 @@ SOAK_DURATION ?= 10m
 soak: build tools ## The soak for SOAK_DURATION (default 10m); its figures go to _output/faults/soak-report.md.
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test $(GO_TEST_FLAGS) -run '^TestSoak$$' -timeout 60m -v ./test/faults/... 2>&1 | tee _output/soak.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go|^ +[-|#]'; exit $${PIPESTATUS[0]}
 
-test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own.
+test-ecosystem: test-trainer test-keda ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own.
 
 test-trainer: build tools ## Kubeflow Trainer (built from hack/tools/trainer) creating JobSets by server-side apply.
 	hack/build-tools.sh trainer-controller-manager
 	$(GO) test $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/trainer/... 2>&1 | tee _output/trainer.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+test-keda: build tools keda-tools ## KEDA scaling a replicatedJob (test/ecosystem/keda, WITH_KEDA=1 cluster on ports 21400+).
+	$(GO) test $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/keda/... 2>&1 | tee _output/keda.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 # Every fuzz target and its package; 'make fuzz' runs each for FUZZTIME.
 FUZZ_TARGETS = FuzzValidateJobSet:./pkg/apis/jobset/validation/ FuzzJobSetUpdate:./pkg/registry/jobset/ \

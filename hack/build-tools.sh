@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane binaries pinned in hack/versions.env into
 # _output/bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, etcd, kwok and metrics-server (plus the small localtool helper).
+# kubectl, etcd, kwok and metrics-server (plus the small localtool helper);
+# on request, the optional tools: keda-operator and keda-adapter.
 #
 # A binary is rebuilt only when it is missing or when the pins changed. The
 # pins are summarised by one hash (versions.env, the tool modules' go.mod and
@@ -50,9 +51,11 @@ module_of() {
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
     metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
+    keda-operator) echo "keda github.com/kedacore/keda/v2/cmd/operator" ;;
+    keda-adapter) echo "keda github.com/kedacore/keda/v2/cmd/adapter" ;;
     trainer-controller-manager) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager" ;;
     localtool) echo "localtool ." ;;
-    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} trainer-controller-manager localtool)" ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${KEDA_TOOLS[*]} trainer-controller-manager localtool)" ;;
   esac
 }
 
@@ -61,6 +64,7 @@ ldflags_for() {
     kube) tools::ldflags_kube ;;
     # metrics-server reports its version through client-go's version package.
     metrics-server) echo "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}" ;;
+    keda) echo "-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION}" ;;
     *) echo "-s -w" ;;
   esac
 }
@@ -133,11 +137,18 @@ for mod in "${!todo[@]}"; do
   start=${SECONDS}
   (
     cd "${ROOT}/hack/tools/${mod}"
-    if [[ ${#pkgs[@]} -eq 1 ]]; then
-      # With one package, -o names the file.
-      nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[0]}" "${pkgs[0]}"
-    else
+    same=1
+    for i in "${!tools[@]}"; do
+      [[ "${tools[i]}" == "${pkgs[i]##*/}" ]] || same=0
+    done
+    if [[ ${#pkgs[@]} -gt 1 && ${same} -eq 1 ]]; then
+      # One command builds them all, each named after its package.
       nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/" "${pkgs[@]}"
+    else
+      # -o names the file; the second and later builds reuse the build cache.
+      for i in "${!tools[@]}"; do
+        nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[i]}" "${pkgs[i]}"
+      done
     fi
   )
   echo "    done in $((SECONDS - start))s"

@@ -4,7 +4,9 @@
 #
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
 #   metrics-server, and (when this checkout has them) jobset-apiserver,
-#   registered as APIService v1alpha2.jobset.x-k8s.io, and jobset-controller.
+#   registered as APIService v1alpha2.jobset.x-k8s.io, and jobset-controller;
+#   with WITH_KEDA=1 also KEDA's operator and metrics API server (keda-adapter,
+#   registered as APIService v1beta1.external.metrics.k8s.io).
 #
 # Everything lives under LOCAL_DIR (default _output/local): pki/, kubeconfigs/,
 # logs/<component>.log, pids/<component>.pid, data/. The admin kubeconfig is
@@ -28,6 +30,11 @@
 #                               JOBSET_APISERVER_PORT, JOBSET_CONTROLLER_HEALTH_PORT,
 #                               JOBSET_CONTROLLER_METRICS_PORT, JOBSET_CONTROLLER_SECURE_METRICS_PORT,
 #                               KCM_PORT, SCHEDULER_PORT)
+#                               With WITH_KEDA=1: keda-operator metrics service (gRPC) +84,
+#                               metrics +85, health +86; keda-adapter +87 (HTTPS) and its
+#                               plain HTTP /metrics +88 (KEDA_OPERATOR_GRPC_PORT,
+#                               KEDA_OPERATOR_METRICS_PORT, KEDA_OPERATOR_HEALTH_PORT,
+#                               KEDA_ADAPTER_PORT, KEDA_ADAPTER_METRICS_PORT)
 #   NODES [4]                   number of fake nodes kwok-node-0..N-1
 #   NODES_PER_RACK [2]          nodes sharing a rack label (topology.jobset.x-k8s.io/rack)
 #   NODES_PER_POOL [2]          nodes sharing a node pool (cloud.google.com/gke-nodepool)
@@ -44,6 +51,10 @@
 #   JOBSET_CONTROLLERS [1]      1..4 jobset-controller processes with leader election; the
 #                               further ones (jobset-controller-<i>) use ports +70+3(i-1)..
 #   JOBSET_APISERVER_ARGS, JOBSET_CONTROLLER_ARGS   extra flags (word-split, every replica)
+#   WITH_KEDA [0]               1: also start KEDA (keda-operator, keda-adapter; built by
+#                               hack/build-tools.sh keda-operator keda-adapter) and install
+#                               its CRDs from the module pinned as KEDA_VERSION
+#   KEDA_OPERATOR_ARGS, KEDA_ADAPTER_ARGS   extra flags (word-split)
 #   KUBE_CONTROLLER_MANAGER_ARGS, KUBE_SCHEDULER_ARGS  extra flags (word-split)
 #   LOG_VERBOSITY [1]           --v of the kube components
 #   WAIT_TIMEOUT [120]          seconds to wait for each component
@@ -93,6 +104,11 @@ SCHEDULER_PORT="${SCHEDULER_PORT:-$((PORT_BASE + 59))}"
 TRAINER_WEBHOOK_PORT="${TRAINER_WEBHOOK_PORT:-$((PORT_BASE + 80))}"
 TRAINER_HEALTH_PORT="${TRAINER_HEALTH_PORT:-$((PORT_BASE + 81))}"
 TRAINER_METRICS_PORT="${TRAINER_METRICS_PORT:-$((PORT_BASE + 82))}"
+KEDA_OPERATOR_GRPC_PORT="${KEDA_OPERATOR_GRPC_PORT:-$((PORT_BASE + 84))}"
+KEDA_OPERATOR_METRICS_PORT="${KEDA_OPERATOR_METRICS_PORT:-$((PORT_BASE + 85))}"
+KEDA_OPERATOR_HEALTH_PORT="${KEDA_OPERATOR_HEALTH_PORT:-$((PORT_BASE + 86))}"
+KEDA_ADAPTER_PORT="${KEDA_ADAPTER_PORT:-$((PORT_BASE + 87))}"
+KEDA_ADAPTER_METRICS_PORT="${KEDA_ADAPTER_METRICS_PORT:-$((PORT_BASE + 88))}"
 
 NODES="${NODES:-4}"
 NODES_PER_RACK="${NODES_PER_RACK:-2}"
@@ -112,6 +128,7 @@ WAIT_TIMEOUT="${WAIT_TIMEOUT:-120}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 KEEP_ON_FAILURE="${KEEP_ON_FAILURE:-0}"
 CLEAN="${CLEAN:-0}"
+WITH_KEDA="${WITH_KEDA:-0}"
 
 DATA_DIR="${LOCAL_DIR}/data"
 KWOK_CONFIG_DIR="${ROOT}/hack/local/kwok"
@@ -166,6 +183,19 @@ fi
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server localtool; do
   [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh"
 done
+case "${WITH_KEDA}" in
+  0|false|no) WITH_KEDA=0 ;;
+  1|true|yes)
+    WITH_KEDA=1
+    if [[ "${SKIP_BUILD}" != 1 ]]; then
+      "${ROOT}/hack/build-tools.sh" keda-operator keda-adapter
+    fi
+    for b in keda-operator keda-adapter; do
+      [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh keda-operator keda-adapter"
+    done
+    ;;
+  *) local::die "WITH_KEDA must be 0 or 1" ;;
+esac
 
 # Decide about the JobSet components.
 WITH_JOBSET=0
@@ -220,6 +250,13 @@ if [[ ${WITH_TRAINER} == 1 ]]; then
   port_free "${TRAINER_WEBHOOK_PORT}" "trainer-controller-manager webhooks"
   port_free "${TRAINER_HEALTH_PORT}" "trainer-controller-manager health"
   port_free "${TRAINER_METRICS_PORT}" "trainer-controller-manager metrics"
+fi
+if [[ ${WITH_KEDA} == 1 ]]; then
+  port_free "${KEDA_OPERATOR_GRPC_PORT}" "keda-operator metrics service"
+  port_free "${KEDA_OPERATOR_METRICS_PORT}" "keda-operator metrics"
+  port_free "${KEDA_OPERATOR_HEALTH_PORT}" "keda-operator health"
+  port_free "${KEDA_ADAPTER_PORT}" keda-adapter
+  port_free "${KEDA_ADAPTER_METRICS_PORT}" "keda-adapter metrics"
 fi
 
 mkdir -p "${PKI_DIR}" "${LOG_DIR}" "${PID_DIR}" "${KUBECONFIG_DIR}" "${DATA_DIR}"
@@ -291,6 +328,20 @@ lt cert -ca "${P}/ca" -out "${P}/jobset-controller-metrics-serving" -cn jobset-c
 lt cert -ca "${P}/ca" -out "${P}/trainer-controller-manager" -cn system:kubeflow-trainer -client
 lt cert -ca "${P}/ca" -out "${P}/trainer-webhook-serving" -cn kubeflow-trainer-controller-manager -server \
   -san "localhost,127.0.0.1,kubeflow-trainer-controller-manager.kubeflow-system.svc,kubeflow-trainer-controller-manager.kubeflow-system.svc.cluster.local"
+if [[ ${WITH_KEDA} == 1 ]]; then
+  lt cert -ca "${P}/ca" -out "${P}/keda-operator" -cn system:keda-operator -client
+  lt cert -ca "${P}/ca" -out "${P}/keda-adapter" -cn system:keda-adapter -client
+  # KEDA reads ca.crt, tls.crt and tls.key from a directory (--cert-dir). The
+  # adapter's certificate serves the aggregator and is also its client
+  # certificate for the operator's metrics service (mutual TLS).
+  mkdir -p "${P}/keda-operator-certs" "${P}/keda-adapter-certs"
+  cp "${P}/ca.crt" "${P}/keda-operator-certs/ca.crt"
+  cp "${P}/ca.crt" "${P}/keda-adapter-certs/ca.crt"
+  lt cert -ca "${P}/ca" -out "${P}/keda-operator-certs/tls" -cn keda-operator -server \
+    -san "localhost,127.0.0.1,keda-operator,keda-operator.keda,keda-operator.keda.svc,keda-operator.keda.svc.cluster.local"
+  lt cert -ca "${P}/ca" -out "${P}/keda-adapter-certs/tls" -cn keda-metrics-apiserver -server -client \
+    -san "localhost,127.0.0.1,keda-metrics-apiserver,keda-metrics-apiserver.keda,keda-metrics-apiserver.keda.svc,keda-metrics-apiserver.keda.svc.cluster.local"
+fi
 
 # write_kubeconfig <file> <client cert/key path without extension> <user name>
 write_kubeconfig() {
@@ -321,6 +372,11 @@ write_kubeconfig "${ADMIN_KUBECONFIG}" "${P}/admin" admin
 for c in kube-controller-manager kube-scheduler kwok metrics-server jobset-apiserver jobset-controller trainer-controller-manager; do
   write_kubeconfig "${KUBECONFIG_DIR}/${c}.kubeconfig" "${P}/${c}" "${c}"
 done
+if [[ ${WITH_KEDA} == 1 ]]; then
+  for c in keda-operator keda-adapter; do
+    write_kubeconfig "${KUBECONFIG_DIR}/${c}.kubeconfig" "${P}/${c}" "${c}"
+  done
+fi
 CA_BUNDLE="$(base64 -w0 <"${P}/ca.crt")"
 
 # ---------------------------------------------------------------------------
@@ -401,6 +457,7 @@ render() {
     -e "s|@@TRAINER_WEBHOOK_PORT@@|${TRAINER_WEBHOOK_PORT}|g" \
     -e "s|@@TRAINER_HEALTH_PORT@@|${TRAINER_HEALTH_PORT}|g" \
     -e "s|@@TRAINER_METRICS_PORT@@|${TRAINER_METRICS_PORT}|g" \
+    -e "s|@@KEDA_ADAPTER_PORT@@|${KEDA_ADAPTER_PORT}|g" \
     "${ROOT}/artifacts/local/$1"
 }
 
@@ -765,6 +822,54 @@ if [[ ${WITH_TRAINER} == 1 ]]; then
     kubectl apply -f "${TRAINER_MANIFESTS}/base/runtimes/torch_distributed.yaml"
 fi
 
+# ---------------------------------------------------------------------------
+# KEDA (WITH_KEDA=1): operator and metrics API server
+
+if [[ ${WITH_KEDA} == 1 ]]; then
+  # The CRDs come from the module the binaries were built from.
+  keda_dir="$(cd "${ROOT}/hack/tools/keda" && GOWORK=off GOFLAGS=-mod=readonly go mod download -json "github.com/kedacore/keda/v2" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
+  [[ -d "${keda_dir}/config/crd/bases" ]] || local::die "could not find KEDA's CRDs (github.com/kedacore/keda/v2@${KEDA_VERSION}) in the module cache"
+  local::log "installing KEDA's CRDs from ${keda_dir}/config/crd/bases"
+  # Server-side apply: the ScaledJob CRD is too large for the last-applied annotation.
+  kubectl apply --server-side --force-conflicts -f "${keda_dir}/config/crd/bases" >/dev/null
+  kubectl wait --for=condition=Established --timeout="${WAIT_TIMEOUT}s" crd/scaledobjects.keda.sh crd/scaledjobs.keda.sh >/dev/null
+  kubectl apply -f "${ROOT}/artifacts/local/keda-rbac.yaml" >/dev/null
+  # KEDA reads its settings from the environment it would have in a pod
+  # (all namespaces watched, its own namespace keda); controller-runtime takes
+  # the kubeconfig from KUBECONFIG.
+  # shellcheck disable=SC2086
+  WATCH_NAMESPACE="" POD_NAMESPACE=keda KEDA_CLUSTER_OBJECT_NAMESPACE=keda \
+    KUBECONFIG="${KUBECONFIG_DIR}/keda-operator.kubeconfig" start keda-operator "${BIN_DIR}/keda-operator" \
+    --metrics-service-bind-address="127.0.0.1:${KEDA_OPERATOR_GRPC_PORT}" \
+    --metrics-bind-address="127.0.0.1:${KEDA_OPERATOR_METRICS_PORT}" \
+    --health-probe-bind-address="127.0.0.1:${KEDA_OPERATOR_HEALTH_PORT}" \
+    --cert-dir="${P}/keda-operator-certs" \
+    --ca-dir="${P}/keda-operator-certs" \
+    --leader-elect=false \
+    ${KEDA_OPERATOR_ARGS:-}
+  wait_for keda-operator "keda-operator /readyz" lt probe "http://127.0.0.1:${KEDA_OPERATOR_HEALTH_PORT}/readyz"
+  # keda-adapter's --port serves plain HTTP /metrics on every interface; it
+  # takes no address.
+  # shellcheck disable=SC2086
+  WATCH_NAMESPACE="" POD_NAMESPACE=keda KEDA_CLUSTER_OBJECT_NAMESPACE=keda \
+    KUBECONFIG="${KUBECONFIG_DIR}/keda-adapter.kubeconfig" start keda-adapter "${BIN_DIR}/keda-adapter" \
+    --secure-port="${KEDA_ADAPTER_PORT}" \
+    --bind-address=127.0.0.1 \
+    --port="${KEDA_ADAPTER_METRICS_PORT}" \
+    --cert-dir="${P}/keda-adapter-certs" \
+    --tls-cert-file="${P}/keda-adapter-certs/tls.crt" \
+    --tls-private-key-file="${P}/keda-adapter-certs/tls.key" \
+    --lister-kubeconfig="${KUBECONFIG_DIR}/keda-adapter.kubeconfig" \
+    --authentication-kubeconfig="${KUBECONFIG_DIR}/keda-adapter.kubeconfig" \
+    --authorization-kubeconfig="${KUBECONFIG_DIR}/keda-adapter.kubeconfig" \
+    --metrics-service-address="localhost:${KEDA_OPERATOR_GRPC_PORT}" \
+    ${KEDA_ADAPTER_ARGS:-}
+  wait_for keda-adapter "keda-adapter /readyz" probe "https://127.0.0.1:${KEDA_ADAPTER_PORT}/readyz"
+  render keda-apiservice.yaml | kubectl apply -f - >/dev/null
+  wait_for keda-adapter "APIService v1beta1.external.metrics.k8s.io Available" apiservice_available v1beta1.external.metrics.k8s.io
+fi
+
 wait_for metrics-server "APIService v1beta1.metrics.k8s.io Available" apiservice_available v1beta1.metrics.k8s.io
 if [[ ${WITH_JOBSET} == 1 && -x "${BIN_DIR}/jobset-controller" ]]; then
   # The controller has had the time the metrics APIService took; it must still run.
@@ -799,6 +904,12 @@ TRAINER_HEALTH_PORT=${TRAINER_HEALTH_PORT}
 TRAINER_METRICS_PORT=${TRAINER_METRICS_PORT}
 JOBSET_APISERVERS=${JOBSET_APISERVERS}
 JOBSET_CONTROLLERS=${JOBSET_CONTROLLERS}
+WITH_KEDA=${WITH_KEDA}
+KEDA_OPERATOR_GRPC_PORT=${KEDA_OPERATOR_GRPC_PORT}
+KEDA_OPERATOR_METRICS_PORT=${KEDA_OPERATOR_METRICS_PORT}
+KEDA_OPERATOR_HEALTH_PORT=${KEDA_OPERATOR_HEALTH_PORT}
+KEDA_ADAPTER_PORT=${KEDA_ADAPTER_PORT}
+KEDA_ADAPTER_METRICS_PORT=${KEDA_ADAPTER_METRICS_PORT}
 EOF
 
 cat <<EOF
@@ -823,6 +934,11 @@ fi
 if [[ ${WITH_TRAINER} == 1 ]]; then
   cat <<EOF
   kubectl get clustertrainingruntimes,trainjobs -A     # Kubeflow Trainer ${TRAINER_VERSION}
+EOF
+fi
+if [[ ${WITH_KEDA} == 1 ]]; then
+  cat <<EOF
+  kubectl get scaledobjects -A          # KEDA; see artifacts/examples/autoscaling
 EOF
 fi
 cat <<EOF

@@ -26,12 +26,13 @@ ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 # jobset-apiserver-lb balances connections over the API server replicas.
 LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server
   jobset-apiserver jobset-apiserver-1 jobset-apiserver-2 jobset-apiserver-3 jobset-apiserver-lb
-  jobset-controller jobset-controller-1 jobset-controller-2 jobset-controller-3 trainer-controller-manager)
+  jobset-controller jobset-controller-1 jobset-controller-2 jobset-controller-3 trainer-controller-manager
+  keda-operator keda-adapter)
 # Stop order: the clients first, so that no watch (kube-controller-manager
 # watches every resource, jobsets too, through the aggregator) keeps an
 # aggregated API server from finishing its graceful shutdown.
-LOCAL_STOP_ORDER=(trainer-controller-manager jobset-controller-3 jobset-controller-2 jobset-controller-1 jobset-controller
-  kube-controller-manager kube-scheduler kwok metrics-server
+LOCAL_STOP_ORDER=(keda-operator trainer-controller-manager jobset-controller-3 jobset-controller-2 jobset-controller-1 jobset-controller
+  kube-controller-manager kube-scheduler kwok keda-adapter metrics-server
   jobset-apiserver-lb jobset-apiserver-3 jobset-apiserver-2 jobset-apiserver-1 jobset-apiserver
   kube-apiserver etcd)
 

@@ -20,7 +20,12 @@ TOOL_MODULES=(kube etcd kwok metrics-server)
 # Optional tool modules: built only when one of their tools is named on the
 # command line. Each has a hash and a cache entry of its own, so adding or
 # bumping one never rebuilds the control plane above.
-OPTIONAL_TOOL_MODULES=(trainer)
+OPTIONAL_TOOL_MODULES=(keda trainer)
+# The pins of hack/versions.env that decide the control plane binaries; the
+# optional modules' pins are left out of tools::hash.
+CORE_PINS=(KUBERNETES_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION)
+# Binaries of the KEDA module.
+KEDA_TOOLS=(keda-operator keda-adapter)
 
 tools::die() {
   echo "error: $*" >&2
@@ -52,6 +57,7 @@ tools::check_modules() {
   check etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}"
   check kwok sigs.k8s.io/kwok "${KWOK_VERSION}"
   check metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
+  check keda github.com/kedacore/keda/v2 "${KEDA_VERSION}"
   check trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}"
   # Every staging replacement must point at KUBE_STAGING_VERSION.
   m="$(awk -v v="${KUBE_STAGING_VERSION}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != v {print $1 " " $4}' "${dir}/kube/go.mod")"
@@ -70,9 +76,10 @@ tools::check_modules() {
 tools::hash() {
   local dir="${TOOLS_LIB_ROOT}/hack" m
   {
-    # Comments and blank lines of versions.env do not count, nor do the pins
-    # of optional modules (their go.mod is in their own hash).
-    grep -Ev '^[[:space:]]*(#|$)' "${dir}/versions.env" | grep -Ev "$(tools::optional_pins_regex)"
+    # Only the core pins count, one NAME=value line each.
+    for m in "${CORE_PINS[@]}"; do
+      echo "${m}=${!m}"
+    done
     for m in "${TOOL_MODULES[@]}"; do
       echo "== ${m}"
       cat "${dir}/tools/${m}/go.mod" "${dir}/tools/${m}/go.sum"
@@ -90,17 +97,6 @@ tools::is_optional() {
     [[ "${m}" != "$1" ]] || return 0
   done
   return 1
-}
-
-# tools::optional_pins_regex: matches the versions.env lines that pin optional
-# modules: <MODULE>_VERSION=, upper-cased with dashes as underscores.
-tools::optional_pins_regex() {
-  local m re="^\$" # matches nothing on a non-empty line
-  for m in "${OPTIONAL_TOOL_MODULES[@]}"; do
-    m="${m^^}"
-    re+="|^${m//-/_}_VERSION="
-  done
-  echo "${re}"
 }
 
 # tools::module_hash <module>: hash of what decides an optional module's

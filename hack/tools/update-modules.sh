@@ -5,7 +5,7 @@
 # Run this after editing hack/versions.env and commit the result. Needs the Go
 # module proxy. Does not build anything; hack/build-tools.sh does that.
 #
-# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|trainer|localtool ...]
+# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|keda|trainer|localtool ...]
 set -euo pipefail
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -70,13 +70,41 @@ update_simple() {
   (cd "${dir}" && go mod tidy)
 }
 
+update_keda() {
+  local dir="${TOOLS_DIR}/keda" kmod
+  # A dependency's replace directives do not apply to the modules that require
+  # it, so KEDA's own replacements are carried over into our module.
+  kmod="$(go mod download -json "github.com/kedacore/keda/v2@${KEDA_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')"
+  [[ -f "${kmod}" ]] || tools::die "could not download github.com/kedacore/keda/v2@${KEDA_VERSION}"
+  write_header "${dir}" keda
+  {
+    echo
+    echo "require github.com/kedacore/keda/v2 ${KEDA_VERSION}"
+    echo
+    echo "tool ("
+    echo "	github.com/kedacore/keda/v2/cmd/operator"
+    echo "	github.com/kedacore/keda/v2/cmd/adapter"
+    echo ")"
+    echo
+    # Single-line and block replace directives alike.
+    awk '
+      /^replace \(/ { block = 1; next }
+      block && /^\)/ { block = 0; next }
+      block && /=>/ { sub(/^[[:space:]]+/, ""); print "replace " $0; next }
+      /^replace / && /=>/ { print }
+    ' "${kmod}"
+  } >>"${dir}/go.mod"
+  rm -f "${dir}/go.sum"
+  (cd "${dir}" && go mod tidy)
+}
+
 update_localtool() {
   # Standard library only; tidy keeps it honest.
   (cd "${TOOLS_DIR}/localtool" && go mod tidy)
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server trainer localtool)
+[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd kwok metrics-server "${OPTIONAL_TOOL_MODULES[@]}" localtool)
 for t in "${targets[@]}"; do
   echo "==> updating hack/tools/${t}"
   case "${t}" in
@@ -84,6 +112,7 @@ for t in "${targets[@]}"; do
     etcd) update_simple etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}" go.etcd.io/etcd/server/v3 ;;
     kwok) update_simple kwok sigs.k8s.io/kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok ;;
     metrics-server) update_simple metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
+    keda) update_keda ;;
     trainer) update_simple trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
     localtool) update_localtool ;;
     *) tools::die "unknown tool module: ${t}" ;;
