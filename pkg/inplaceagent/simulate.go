@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 )
 
 // ExitCodeAnnotation carries the exit code of a simulated container exit.
@@ -24,6 +22,8 @@ const ExitCodeAnnotation = "inplace-restart.stage.kwok.x-k8s.io/exit-code"
 
 // SignalExit writes the exit code on the pod and waits until the annotation
 // is gone again, that is until the container restart it stands for is done.
+// Reading the pod needs get on pods, which the agent's Role does not grant:
+// this is for the local cluster's tests only.
 func SignalExit(ctx context.Context, kube kubernetes.Interface, namespace, pod string, code int) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		ExitCodeAnnotation: strconv.Itoa(code),
@@ -35,27 +35,17 @@ func SignalExit(ctx context.Context, kube kubernetes.Interface, namespace, pod s
 		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("signalling exit code %d on pod %s: %w", code, pod, err)
 	}
-	sel := fields.OneTermEqualSelector("metadata.name", pod).String()
-	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(namespace).List(ctx, o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return kube.CoreV1().Pods(namespace).Watch(ctx, o)
-		},
-	}
-	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
-		p, ok := e.Object.(*corev1.Pod)
-		if !ok {
+	// Polls rather than watches: a watch that is refused would retry
+	// forever instead of reporting the error.
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := kube.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				return false, fmt.Errorf("waiting for the restart of pod %s: %w", pod, err)
+			}
 			return false, nil
-		}
-		if e.Type == watch.Deleted {
-			return false, fmt.Errorf("pod %s was deleted", pod)
 		}
 		_, pending := p.Annotations[ExitCodeAnnotation]
 		return !pending, nil
 	})
-	return err
 }

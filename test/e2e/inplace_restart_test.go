@@ -45,7 +45,11 @@ type agents struct {
 
 func startAgents(t *testing.T, ns, js string) *agents {
 	t.Helper()
-	a := &agents{t: t, ns: ns, js: js, dir: t.TempDir(), procs: map[string]*exec.Cmd{}, paused: map[string]bool{}, done: make(chan struct{})}
+	dir := filepath.Join(cluster.localDir, "inplace-agents", ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := &agents{t: t, ns: ns, js: js, dir: dir, procs: map[string]*exec.Cmd{}, paused: map[string]bool{}, done: make(chan struct{})}
 	a.kubeconfig = agentKubeconfig(t, ns, a.dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
@@ -79,6 +83,21 @@ func agentKubeconfig(t *testing.T, ns, dir string) string {
 	manifest := strings.ReplaceAll(string(rbac), "namespace: default", "namespace: "+ns)
 	if out, err := kubectlIn(manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("applying the agent RBAC: %v\n%s", err, out)
+	}
+	// --restart-via-annotation also reads its pod, to see kwok's restart.
+	simulation := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kwok-restart-simulation, namespace: %[1]s}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kwok-restart-simulation, namespace: %[1]s}
+subjects: [{kind: ServiceAccount, name: jobset-inplace-agent, namespace: %[1]s}]
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kwok-restart-simulation}
+`, ns)
+	if out, err := kubectlIn(simulation, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying the simulation's RBAC: %v\n%s", err, out)
 	}
 	tr, err := cluster.kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "jobset-inplace-agent",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}},
