@@ -320,7 +320,14 @@ func TestInPlaceRestart(t *testing.T) {
 	js = waitStatus(t, ns, "ip", "barrier lifted at attempt 1", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
 		return attemptIs(js, ptr.To[int32](0), ptr.To[int32](1))
 	})
-	after := podStates(t, ns, "ip")
+	after := waitPods(t, ns, "ip", "every container restart recorded", func(m map[string]podState) bool {
+		for _, p := range m {
+			if p.restarts < 1 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, n := range names {
 		if after[n].uid != before[n].uid {
 			t.Errorf("pod %s was recreated (UID %s -> %s)", n, before[n].uid, after[n].uid)
