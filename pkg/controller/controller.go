@@ -103,6 +103,7 @@ type Controller struct {
 	metrics     Metrics
 	parallelism int
 	placer      *placer
+	inplace     *inPlaceTracker
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -218,6 +219,14 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	}
 	c.placer = p
 	c.synced = append(c.synced, synced...)
+	if f.InPlacePods != nil {
+		t, tSynced, err := newInPlaceTracker(f.InPlacePods, c.queue.Add)
+		if err != nil {
+			return nil, err
+		}
+		c.inplace = t
+		c.synced = append(c.synced, tSynced)
+	}
 	return c, nil
 }
 

@@ -60,6 +60,8 @@ type Factories struct {
 	// topology placement.
 	PlacedPods informers.SharedInformerFactory
 	Nodes      informers.SharedInformerFactory
+	// InPlacePods (pods of InPlaceRestart JobSets) feed in-place restarts.
+	InPlacePods informers.SharedInformerFactory
 }
 
 // NewFactories builds label-filtered, trimmed informer factories.
@@ -67,8 +69,9 @@ func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time
 	sel := childSelector()
 	pods, nodes := placementFactories(kube, resync)
 	return Factories{
-		PlacedPods: pods,
-		Nodes:      nodes,
+		PlacedPods:  pods,
+		Nodes:       nodes,
+		InPlacePods: inPlacePodsFactory(kube, resync),
 		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
 			informers.WithTransform(trimObject)),
@@ -83,6 +86,9 @@ func (f Factories) Start(stop <-chan struct{}) {
 	f.JobSet.Start(stop)
 	f.PlacedPods.Start(stop)
 	f.Nodes.Start(stop)
+	if f.InPlacePods != nil {
+		f.InPlacePods.Start(stop)
+	}
 }
 
 // Shutdown waits for the informers to stop.
@@ -91,6 +97,9 @@ func (f Factories) Shutdown() {
 	f.JobSet.Shutdown()
 	f.PlacedPods.Shutdown()
 	f.Nodes.Shutdown()
+	if f.InPlacePods != nil {
+		f.InPlacePods.Shutdown()
+	}
 }
 
 // keyForChild returns the JobSet key an owned object belongs to.

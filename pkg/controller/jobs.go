@@ -221,6 +221,7 @@ func constructJob(js *jobset.JobSet, layout *indexLayout, rj *jobset.ReplicatedJ
 	applyNodeSelectorStrategy(job)
 	applyPriorityLabel(job, p.priority)
 	applyTopologyGate(job)
+	applyInPlaceLabel(js, job)
 	return job
 }
 

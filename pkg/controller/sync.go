@@ -56,6 +56,7 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 	default:
 		revs, revErr := c.syncRevisions(ctx, s, jobs)
 		requeue, stepErr = c.reconcileRunning(ctx, key, s, jobs, revs, now)
+		stepErr = errors.Join(stepErr, c.syncInPlaceRestart(s, cached.Status.Restarts, now))
 		stepErr = errors.Join(stepErr, revErr, s.beside.wait())
 		if !finished(js) {
 			if js.Status.Restarts != cached.Status.Restarts {

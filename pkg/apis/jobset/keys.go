@@ -19,6 +19,15 @@ const (
 	JobRestartsKey        = "jobset.sigs.k8s.io/job-restart-attempt"
 	CoordinatorKey        = "jobset.sigs.k8s.io/coordinator"
 
+	// InPlaceRestartAttemptKey is the pod annotation on which the in-place
+	// restart agent reports the attempt its pod has reached (a non-negative
+	// integer).
+	InPlaceRestartAttemptKey = "jobset.sigs.k8s.io/in-place-restart-attempt"
+	// DisableInPlaceRestartKey, present on a JobSet, makes the agents skip
+	// the barrier and run the workload at once; the controller then
+	// restarts the JobSet by recreating its Jobs.
+	DisableInPlaceRestartKey = "jobset.sigs.k8s.io/disable-in-place-restart"
+
 	// ExecutionAttemptKey counts execution cycles: failure restarts and every
 	// resume after a suspension. It goes beyond upstream.
 	ExecutionAttemptKey = "jobset.sigs.k8s.io/execution-attempt"

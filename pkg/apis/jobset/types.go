@@ -139,6 +139,9 @@ type JobSetRestartStrategy string
 const (
 	Recreate         JobSetRestartStrategy = "Recreate"
 	BlockingRecreate JobSetRestartStrategy = "BlockingRecreate"
+	// InPlaceRestart restarts the containers of the existing pods, driven
+	// by an agent in each pod, and recreates Jobs only when that cannot work.
+	InPlaceRestart JobSetRestartStrategy = "InPlaceRestart"
 )
 
 type StartupPolicyOptions string
@@ -191,6 +194,12 @@ type JobSetStatus struct {
 	// built from; UpdateRevision the latest accepted template.
 	CurrentRevision string
 	UpdateRevision  string
+	// PreviousInPlaceRestartAttempt and CurrentInPlaceRestartAttempt drive
+	// the in-place restart agents (restartStrategy InPlaceRestart): a pod
+	// whose attempt is at most the previous one restarts in place; a pod
+	// whose attempt equals the current one may run its workload.
+	PreviousInPlaceRestartAttempt *int32
+	CurrentInPlaceRestartAttempt  *int32
 }
 
 // ReplicatedJobStatus counts the child Jobs of one replicatedJob.

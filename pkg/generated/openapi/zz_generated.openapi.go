@@ -530,7 +530,7 @@ func schema_pkg_apis_jobset_v1alpha2_FailurePolicy(ref common.ReferenceCallback)
 					},
 					"restartStrategy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "restartStrategy is Recreate (each Job is recreated once its predecessor is gone) or BlockingRecreate (new Jobs wait until every old one is gone). Defaults to Recreate.",
+							Description: "restartStrategy is Recreate (each Job is recreated once its predecessor is gone), BlockingRecreate (new Jobs wait until every old one is gone) or InPlaceRestart (the containers of the existing pods restart, coordinated by an agent in each pod, and Jobs are only recreated when a pod is lost). Defaults to Recreate.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -955,6 +955,20 @@ func schema_pkg_apis_jobset_v1alpha2_JobSetStatus(ref common.ReferenceCallback) 
 							Description: "updateRevision names the template revision of the latest accepted spec. It differs from currentRevision while an update is pending (condition UpdatePending).",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"previousInPlaceRestartAttempt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "previousInPlaceRestartAttempt is the newest in-place restart attempt that is over: the agent of a pod whose attempt is at most this value restarts its pod's containers. Written by the controller under restartStrategy InPlaceRestart.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"currentInPlaceRestartAttempt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "currentInPlaceRestartAttempt is the attempt every pod has reached: the agent of a pod at this attempt lifts its barrier and lets the workload run. Written by the controller under restartStrategy InPlaceRestart.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},

@@ -508,6 +508,16 @@ func (m *JobSetStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	_ = i
 	var l int
 	_ = l
+	if m.CurrentInPlaceRestartAttempt != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.CurrentInPlaceRestartAttempt))
+		i--
+		dAtA[i] = 0x50
+	}
+	if m.PreviousInPlaceRestartAttempt != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.PreviousInPlaceRestartAttempt))
+		i--
+		dAtA[i] = 0x48
+	}
 	i -= len(m.UpdateRevision)
 	copy(dAtA[i:], m.UpdateRevision)
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.UpdateRevision)))
@@ -1270,6 +1280,12 @@ func (m *JobSetStatus) Size() (n int) {
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.UpdateRevision)
 	n += 1 + l + sovGenerated(uint64(l))
+	if m.PreviousInPlaceRestartAttempt != nil {
+		n += 1 + sovGenerated(uint64(*m.PreviousInPlaceRestartAttempt))
+	}
+	if m.CurrentInPlaceRestartAttempt != nil {
+		n += 1 + sovGenerated(uint64(*m.CurrentInPlaceRestartAttempt))
+	}
 	return n
 }
 
@@ -1616,6 +1632,8 @@ func (this *JobSetStatus) String() string {
 		`ExecutionAttempts:` + fmt.Sprintf("%v", this.ExecutionAttempts) + `,`,
 		`CurrentRevision:` + fmt.Sprintf("%v", this.CurrentRevision) + `,`,
 		`UpdateRevision:` + fmt.Sprintf("%v", this.UpdateRevision) + `,`,
+		`PreviousInPlaceRestartAttempt:` + valueToStringGenerated(this.PreviousInPlaceRestartAttempt) + `,`,
+		`CurrentInPlaceRestartAttempt:` + valueToStringGenerated(this.CurrentInPlaceRestartAttempt) + `,`,
 		`}`,
 	}, "")
 	return s
@@ -3282,6 +3300,46 @@ func (m *JobSetStatus) Unmarshal(dAtA []byte) error {
 			}
 			m.UpdateRevision = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PreviousInPlaceRestartAttempt", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.PreviousInPlaceRestartAttempt = &v
+		case 10:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CurrentInPlaceRestartAttempt", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return ErrIntOverflowGenerated
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.CurrentInPlaceRestartAttempt = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := skipGenerated(dAtA[iNdEx:])

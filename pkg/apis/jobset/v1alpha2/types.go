@@ -297,8 +297,10 @@ type FailurePolicy struct {
 	MaxRestarts int32 `json:"maxRestarts,omitempty" protobuf:"varint,1,opt,name=maxRestarts"`
 
 	// restartStrategy is Recreate (each Job is recreated once its
-	// predecessor is gone) or BlockingRecreate (new Jobs wait until every
-	// old one is gone). Defaults to Recreate.
+	// predecessor is gone), BlockingRecreate (new Jobs wait until every
+	// old one is gone) or InPlaceRestart (the containers of the existing
+	// pods restart, coordinated by an agent in each pod, and Jobs are only
+	// recreated when a pod is lost). Defaults to Recreate.
 	// +optional
 	RestartStrategy JobSetRestartStrategy `json:"restartStrategy,omitempty" protobuf:"bytes,2,opt,name=restartStrategy,casttype=JobSetRestartStrategy"`
 
@@ -317,6 +319,12 @@ const (
 	Recreate JobSetRestartStrategy = "Recreate"
 	// BlockingRecreate waits until every Job of the previous attempt is gone.
 	BlockingRecreate JobSetRestartStrategy = "BlockingRecreate"
+	// InPlaceRestart keeps the pods and restarts their containers: an agent
+	// in every pod reports the pod's attempt and holds the workload at a
+	// barrier until every pod has reached the same attempt. Every Job
+	// needs backoffLimit 2147483647, podReplacementPolicy Failed and equal
+	// completions and parallelism.
+	InPlaceRestart JobSetRestartStrategy = "InPlaceRestart"
 )
 
 // StartupPolicyOptions is the order in which replicatedJobs start.
@@ -433,6 +441,19 @@ type JobSetStatus struct {
 	// (condition UpdatePending).
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty" protobuf:"bytes,8,opt,name=updateRevision"`
+
+	// previousInPlaceRestartAttempt is the newest in-place restart attempt
+	// that is over: the agent of a pod whose attempt is at most this value
+	// restarts its pod's containers. Written by the controller under
+	// restartStrategy InPlaceRestart.
+	// +optional
+	PreviousInPlaceRestartAttempt *int32 `json:"previousInPlaceRestartAttempt,omitempty" protobuf:"varint,9,opt,name=previousInPlaceRestartAttempt"`
+
+	// currentInPlaceRestartAttempt is the attempt every pod has reached: the
+	// agent of a pod at this attempt lifts its barrier and lets the workload
+	// run. Written by the controller under restartStrategy InPlaceRestart.
+	// +optional
+	CurrentInPlaceRestartAttempt *int32 `json:"currentInPlaceRestartAttempt,omitempty" protobuf:"varint,10,opt,name=currentInPlaceRestartAttempt"`
 }
 
 // ReplicatedJobStatus counts the Jobs of the current attempt of one

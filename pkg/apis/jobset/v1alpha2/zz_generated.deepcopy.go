@@ -267,6 +267,16 @@ func (in *JobSetStatus) DeepCopyInto(out *JobSetStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.PreviousInPlaceRestartAttempt != nil {
+		in, out := &in.PreviousInPlaceRestartAttempt, &out.PreviousInPlaceRestartAttempt
+		*out = new(int32)
+		**out = **in
+	}
+	if in.CurrentInPlaceRestartAttempt != nil {
+		in, out := &in.CurrentInPlaceRestartAttempt, &out.CurrentInPlaceRestartAttempt
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

@@ -51,7 +51,7 @@ var (
 	supportedDependsOnStatuses = []jobset.DependsOnStatus{jobset.DependencyReady, jobset.DependencyComplete}
 	supportedOperators         = []jobset.Operator{jobset.OperatorAll, jobset.OperatorAny}
 	supportedStartupOrders     = []jobset.StartupPolicyOptions{jobset.AnyOrder, jobset.InOrder}
-	supportedRestartStrategies = []jobset.JobSetRestartStrategy{jobset.Recreate, jobset.BlockingRecreate}
+	supportedRestartStrategies = []jobset.JobSetRestartStrategy{jobset.Recreate, jobset.BlockingRecreate, jobset.InPlaceRestart}
 	supportedActions           = []jobset.FailurePolicyAction{
 		jobset.FailJobSet,
 		jobset.RestartJobSet,
@@ -194,6 +194,7 @@ func (v *specView) validateMutableParts() field.ErrorList {
 
 		allErrs = append(allErrs, validateTemplateMetadata(&rj.Template, p.Child("template"))...)
 		allErrs = append(allErrs, v.validateGeneratedNames(rj)...)
+		allErrs = append(allErrs, v.validateInPlaceRestart(i)...)
 	}
 
 	allErrs = append(allErrs, v.validateCoordinator()...)

@@ -33,6 +33,12 @@ func ValidateJobSetStatusUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 	nonNegative(status.Restarts, p.Child("restarts"))
 	nonNegative(status.RestartsCountTowardsMax, p.Child("restartsCountTowardsMax"))
 	nonNegative(status.ExecutionAttempts, p.Child("executionAttempts"))
+	if a := status.PreviousInPlaceRestartAttempt; a != nil {
+		nonNegative(*a, p.Child("previousInPlaceRestartAttempt"))
+	}
+	if a := status.CurrentInPlaceRestartAttempt; a != nil {
+		nonNegative(*a, p.Child("currentInPlaceRestartAttempt"))
+	}
 	allErrs = append(allErrs, metav1validation.ValidateConditions(status.Conditions, p.Child("conditions"))...)
 
 	for _, rev := range []struct {

@@ -31,8 +31,10 @@ type FailurePolicyApplyConfiguration struct {
 	// fails.
 	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 	// restartStrategy is Recreate (each Job is recreated once its
-	// predecessor is gone) or BlockingRecreate (new Jobs wait until every
-	// old one is gone). Defaults to Recreate.
+	// predecessor is gone), BlockingRecreate (new Jobs wait until every
+	// old one is gone) or InPlaceRestart (the containers of the existing
+	// pods restart, coordinated by an agent in each pod, and Jobs are only
+	// recreated when a pod is lost). Defaults to Recreate.
 	RestartStrategy *jobsetv1alpha2.JobSetRestartStrategy `json:"restartStrategy,omitempty"`
 	// rules are tried in order against a failed Job; when none matches, the
 	// JobSet is restarted (RestartJobSet).

@@ -52,6 +52,15 @@ type JobSetStatusApplyConfiguration struct {
 	// spec. It differs from currentRevision while an update is pending
 	// (condition UpdatePending).
 	UpdateRevision *string `json:"updateRevision,omitempty"`
+	// previousInPlaceRestartAttempt is the newest in-place restart attempt
+	// that is over: the agent of a pod whose attempt is at most this value
+	// restarts its pod's containers. Written by the controller under
+	// restartStrategy InPlaceRestart.
+	PreviousInPlaceRestartAttempt *int32 `json:"previousInPlaceRestartAttempt,omitempty"`
+	// currentInPlaceRestartAttempt is the attempt every pod has reached: the
+	// agent of a pod at this attempt lifts its barrier and lets the workload
+	// run. Written by the controller under restartStrategy InPlaceRestart.
+	CurrentInPlaceRestartAttempt *int32 `json:"currentInPlaceRestartAttempt,omitempty"`
 }
 
 // JobSetStatusApplyConfiguration constructs a declarative configuration of the JobSetStatus type for use with
@@ -131,5 +140,21 @@ func (b *JobSetStatusApplyConfiguration) WithCurrentRevision(value string) *JobS
 // If called multiple times, the UpdateRevision field is set to the value of the last call.
 func (b *JobSetStatusApplyConfiguration) WithUpdateRevision(value string) *JobSetStatusApplyConfiguration {
 	b.UpdateRevision = &value
+	return b
+}
+
+// WithPreviousInPlaceRestartAttempt sets the PreviousInPlaceRestartAttempt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PreviousInPlaceRestartAttempt field is set to the value of the last call.
+func (b *JobSetStatusApplyConfiguration) WithPreviousInPlaceRestartAttempt(value int32) *JobSetStatusApplyConfiguration {
+	b.PreviousInPlaceRestartAttempt = &value
+	return b
+}
+
+// WithCurrentInPlaceRestartAttempt sets the CurrentInPlaceRestartAttempt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CurrentInPlaceRestartAttempt field is set to the value of the last call.
+func (b *JobSetStatusApplyConfiguration) WithCurrentInPlaceRestartAttempt(value int32) *JobSetStatusApplyConfiguration {
+	b.CurrentInPlaceRestartAttempt = &value
 	return b
 }

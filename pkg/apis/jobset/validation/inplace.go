@@ -1,0 +1,55 @@
+package validation
+
+import (
+	"fmt"
+	"math"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset"
+)
+
+// inPlaceRestart reports whether the spec asks for in-place restarts.
+func (v *specView) inPlaceRestart() bool {
+	fp := v.spec.FailurePolicy
+	return fp != nil && fp.RestartStrategy == jobset.InPlaceRestart
+}
+
+// validateInPlaceRestart checks what restartStrategy InPlaceRestart needs of
+// the Job template of replicatedJob i, with upstream's field paths: a failed
+// pod must never fail its Job (backoffLimit 2147483647), a replacement pod
+// must wait until its predecessor is gone (podReplacementPolicy Failed), and
+// the controller must know how many pods to wait for (completions equal to
+// parallelism).
+func (v *specView) validateInPlaceRestart(i int) field.ErrorList {
+	if !v.inPlaceRestart() {
+		return nil
+	}
+	rj := &v.spec.ReplicatedJobs[i]
+	spec := &rj.Template.Spec
+	p := v.rjPath(i).Child("template", "spec")
+	var allErrs field.ErrorList
+	if spec.BackoffLimit == nil || *spec.BackoffLimit != math.MaxInt32 {
+		allErrs = append(allErrs, field.Invalid(p.Child("backoffLimit"), derefOrNil(spec.BackoffLimit),
+			fmt.Sprintf("replicatedJob %s: must be %d (MaxInt32) under restartStrategy %s", rj.Name, math.MaxInt32, jobset.InPlaceRestart)))
+	}
+	if spec.PodReplacementPolicy == nil || *spec.PodReplacementPolicy != batchv1.Failed {
+		allErrs = append(allErrs, field.Invalid(p.Child("podReplacementPolicy"), derefOrNil(spec.PodReplacementPolicy),
+			fmt.Sprintf("replicatedJob %s: must be %s under restartStrategy %s", rj.Name, batchv1.Failed, jobset.InPlaceRestart)))
+	}
+	if spec.Completions == nil || spec.Parallelism == nil || *spec.Completions != *spec.Parallelism {
+		allErrs = append(allErrs, field.Invalid(p.Child("completions"), derefOrNil(spec.Completions),
+			fmt.Sprintf("replicatedJob %s: completions and parallelism must both be set and equal under restartStrategy %s", rj.Name, jobset.InPlaceRestart)))
+	}
+	return allErrs
+}
+
+// derefOrNil returns the value a pointer points to, or nil, so that an
+// error shows "null" rather than an address.
+func derefOrNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,277 @@
+// Package inplaceagent is the per-pod side of restartStrategy InPlaceRestart.
+//
+// The agent runs in every pod of a JobSet. When it starts (that is, every
+// time its container starts) it writes the restart attempt its pod enters on
+// the pod annotation jobset.sigs.k8s.io/in-place-restart-attempt: 0 on the
+// JobSet's first start, status.currentInPlaceRestartAttempt + 1 afterwards.
+// It then watches its JobSet:
+//
+//   - while the pod's attempt differs from currentInPlaceRestartAttempt the
+//     workload waits at the barrier;
+//   - once they are equal the barrier lifts: the worker command starts
+//     (wrapper mode) or the startup probe starts answering (sidecar mode);
+//   - once previousInPlaceRestartAttempt reaches the pod's attempt, the agent
+//     ends with the in-place restart exit code, so that the kubelet restarts
+//     the pod's containers in place.
+//
+// A JobSet that does not restart in place, or carries the annotation
+// jobset.sigs.k8s.io/disable-in-place-restart, gets no barrier at all.
+package inplaceagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
+)
+
+// FieldManager names the agent's writes to its pod.
+const FieldManager = "jobset-inplace-agent"
+
+// Config says which pod the agent serves and how.
+type Config struct {
+	Namespace string
+	PodName   string
+	JobSet    string
+	// RestartExitCode is what the agent ends with to restart its pod in
+	// place.
+	RestartExitCode int
+	// WorkerCommand, when set, is run with /bin/sh -c once the barrier
+	// lifts (wrapper mode); the agent then ends with its exit code.
+	WorkerCommand string
+	// LiftBarrier is called once when the barrier lifts in sidecar mode
+	// (WorkerCommand empty), e.g. to start the startup probe server.
+	LiftBarrier func()
+	// Logf logs; nil uses the log package.
+	Logf func(format string, args ...any)
+}
+
+// Agent drives one pod.
+type Agent struct {
+	cfg  Config
+	kube kubernetes.Interface
+	js   versioned.Interface
+
+	mu       sync.Mutex
+	attempt  *int32
+	lifted   bool
+	retrying bool
+	latest   *jobset.JobSet
+	done     chan int // the exit code, once
+	once     sync.Once
+}
+
+// New returns an agent for cfg.
+func New(cfg Config, kube kubernetes.Interface, js versioned.Interface) *Agent {
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	return &Agent{cfg: cfg, kube: kube, js: js, done: make(chan int, 1)}
+}
+
+// Attempt is the attempt the agent reported, nil before it did.
+func (a *Agent) Attempt() *int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.attempt == nil {
+		return nil
+	}
+	v := *a.attempt
+	return &v
+}
+
+// Lifted reports whether the barrier is lifted.
+func (a *Agent) Lifted() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lifted
+}
+
+// Run watches the JobSet until the agent must end and returns the exit code
+// it must end with: the in-place restart code, the worker's exit code, or
+// 1 when ctx ends first.
+func (a *Agent) Run(ctx context.Context) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory := jsinformers.NewSharedInformerFactoryWithOptions(a.js, 0,
+		jsinformers.WithNamespace(a.cfg.Namespace),
+		jsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.JobSet).String()
+		}))
+	inf := factory.Jobset().V1alpha2().JobSets().Informer()
+	// One JobSet, one event at a time: the handler runs serially.
+	handle := func(obj interface{}) {
+		if js, ok := obj.(*jobset.JobSet); ok && js.Name == a.cfg.JobSet {
+			a.observe(ctx, js)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(_, n interface{}) { handle(n) },
+	}); err != nil {
+		a.cfg.Logf("watching JobSet %s: %v", a.cfg.JobSet, err)
+		return 1
+	}
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }()
+	select {
+	case code := <-a.done:
+		return code
+	case <-ctx.Done():
+		return 1
+	}
+}
+
+func (a *Agent) finish(code int) {
+	a.once.Do(func() { a.done <- code })
+}
+
+// bypass reports whether js has no barrier.
+func bypass(js *jobset.JobSet) bool {
+	if _, ok := js.Annotations[jobset.DisableInPlaceRestartKey]; ok {
+		return true
+	}
+	return js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != jobset.InPlaceRestart
+}
+
+// observe acts on one state of the JobSet.
+func (a *Agent) observe(ctx context.Context, js *jobset.JobSet) {
+	if bypass(js) {
+		a.lift(ctx, "in-place restart is not in use")
+		return
+	}
+	a.mu.Lock()
+	a.latest = js
+	a.mu.Unlock()
+	prev, cur := js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt
+	if a.Attempt() == nil {
+		next := int32(0)
+		if cur != nil {
+			next = *cur + 1
+		}
+		if err := a.report(ctx, next); err != nil {
+			// The next event (or resync of the watch) tries again; a pod
+			// that cannot report keeps the barrier down.
+			a.cfg.Logf("reporting attempt %d: %v", next, err)
+			a.mu.Lock()
+			start := !a.retrying
+			a.retrying = true
+			a.mu.Unlock()
+			if start {
+				go a.retryReport(ctx, next)
+			}
+			return
+		}
+	}
+	att := *a.Attempt()
+	if prev != nil && att <= *prev {
+		a.cfg.Logf("attempt %d is over (previous %d): restarting in place with exit code %d", att, *prev, a.cfg.RestartExitCode)
+		a.finish(a.cfg.RestartExitCode)
+		return
+	}
+	if cur != nil && att == *cur {
+		a.lift(ctx, fmt.Sprintf("every pod reached attempt %d", att))
+	}
+}
+
+// retryReport keeps trying to report the attempt after a failed write, then
+// acts on the newest JobSet seen.
+func (a *Agent) retryReport(ctx context.Context, attempt int32) {
+	delay := 100 * time.Millisecond
+	for a.Attempt() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if err := a.report(ctx, attempt); err != nil {
+			a.cfg.Logf("reporting attempt %d: %v", attempt, err)
+			delay = min(2*delay, 5*time.Second)
+		}
+	}
+	a.mu.Lock()
+	js := a.latest
+	a.mu.Unlock()
+	a.observe(ctx, js)
+}
+
+// report writes the pod's attempt on the pod.
+func (a *Agent) report(ctx context.Context, attempt int32) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.attempt != nil {
+		return nil
+	}
+	patch, err := AttemptPatch(attempt)
+	if err != nil {
+		return err
+	}
+	if _, err := a.kube.CoreV1().Pods(a.cfg.Namespace).Patch(ctx, a.cfg.PodName, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return err
+	}
+	a.attempt = &attempt
+	a.cfg.Logf("pod %s/%s entered in-place restart attempt %d", a.cfg.Namespace, a.cfg.PodName, attempt)
+	return nil
+}
+
+// AttemptPatch is the merge patch that sets the pod's attempt annotation.
+func AttemptPatch(attempt int32) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		jobset.InPlaceRestartAttemptKey: strconv.Itoa(int(attempt)),
+	}}})
+}
+
+// lift lifts the barrier once.
+func (a *Agent) lift(ctx context.Context, why string) {
+	a.mu.Lock()
+	if a.lifted {
+		a.mu.Unlock()
+		return
+	}
+	a.lifted = true
+	a.mu.Unlock()
+	a.cfg.Logf("barrier lifted: %s", why)
+	if a.cfg.WorkerCommand == "" {
+		if a.cfg.LiftBarrier != nil {
+			a.cfg.LiftBarrier()
+		}
+		return
+	}
+	go func() { a.finish(a.runWorker(ctx)) }()
+}
+
+// runWorker runs the worker command and returns the code to end with.
+func (a *Agent) runWorker(ctx context.Context) int {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", a.cfg.WorkerCommand)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		a.cfg.Logf("worker succeeded")
+		return 0
+	case errors.As(err, &exitErr) && exitErr.ExitCode() >= 0:
+		a.cfg.Logf("worker failed with exit code %d", exitErr.ExitCode())
+		return exitErr.ExitCode()
+	default:
+		a.cfg.Logf("worker failed: %v", err)
+		return 1
+	}
+}

@@ -1,0 +1,194 @@
+package inplaceagent
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	jsfake "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/fake"
+)
+
+const ns = "default"
+
+func inPlaceJobSet(prev, cur *int32) *jobset.JobSet {
+	return &jobset.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "js", Namespace: ns},
+		Spec: jobset.JobSetSpec{FailurePolicy: &jobset.FailurePolicy{
+			MaxRestarts: 3, RestartStrategy: jobset.InPlaceRestart,
+		}},
+		Status: jobset.JobSetStatus{PreviousInPlaceRestartAttempt: prev, CurrentInPlaceRestartAttempt: cur},
+	}
+}
+
+type harness struct {
+	t      *testing.T
+	kube   *kfake.Clientset
+	js     *jsfake.Clientset
+	agent  *Agent
+	lifted atomic.Int32
+	code   chan int
+	cancel context.CancelFunc
+}
+
+func start(t *testing.T, js *jobset.JobSet, worker string) *harness {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
+	h := &harness{t: t, kube: kfake.NewSimpleClientset(pod), js: jsfake.NewSimpleClientset(js), code: make(chan int, 1)}
+	cfg := Config{Namespace: ns, PodName: "p", JobSet: "js", RestartExitCode: 42, WorkerCommand: worker,
+		LiftBarrier: func() { h.lifted.Add(1) }, Logf: t.Logf}
+	h.agent = New(cfg, h.kube, h.js)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(cancel)
+	go func() { h.code <- h.agent.Run(ctx) }()
+	return h
+}
+
+func (h *harness) setStatus(prev, cur *int32) {
+	h.t.Helper()
+	js, err := h.js.JobsetV1alpha2().JobSets(ns).Get(context.Background(), "js", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt = prev, cur
+	if _, err := h.js.JobsetV1alpha2().JobSets(ns).UpdateStatus(context.Background(), js, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func (h *harness) podAttempt() string {
+	p, err := h.kube.CoreV1().Pods(ns).Get(context.Background(), "p", metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p.Annotations[jobset.InPlaceRestartAttemptKey]
+}
+
+func (h *harness) exitCode() int {
+	h.t.Helper()
+	select {
+	case c := <-h.code:
+		return c
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("agent did not end")
+		return -1
+	}
+}
+
+func TestFirstStartReportsZeroAndLiftsWhenCurrentIsZero(t *testing.T) {
+	h := start(t, inPlaceJobSet(nil, nil), "")
+	h.waitFor("attempt 0 on the pod", func() bool { return h.podAttempt() == "0" })
+	if h.lifted.Load() != 0 {
+		t.Fatal("barrier lifted before the controller said so")
+	}
+	h.setStatus(nil, ptr.To[int32](0))
+	h.waitFor("the barrier", func() bool { return h.lifted.Load() == 1 })
+	// More events lift nothing twice.
+	h.setStatus(nil, ptr.To[int32](0))
+	h.waitFor("the event to be seen", func() bool { return h.agent.Lifted() })
+	if n := h.lifted.Load(); n != 1 {
+		t.Fatalf("barrier lifted %d times", n)
+	}
+}
+
+func TestRestartedAgentWaitsForTheNextAttempt(t *testing.T) {
+	h := start(t, inPlaceJobSet(ptr.To[int32](1), ptr.To[int32](1)), "")
+	h.waitFor("attempt 2 on the pod", func() bool { return h.podAttempt() == "2" })
+	if h.agent.Lifted() {
+		t.Fatal("barrier lifted at attempt 2 while current is 1")
+	}
+	h.setStatus(ptr.To[int32](1), ptr.To[int32](2))
+	h.waitFor("the barrier", func() bool { return h.agent.Lifted() })
+}
+
+func TestOutdatedAttemptExitsWithRestartCode(t *testing.T) {
+	h := start(t, inPlaceJobSet(nil, ptr.To[int32](0)), "")
+	h.waitFor("attempt 1", func() bool { return h.podAttempt() == "1" })
+	h.setStatus(ptr.To[int32](0), ptr.To[int32](1))
+	h.waitFor("the barrier", func() bool { return h.agent.Lifted() })
+	h.setStatus(ptr.To[int32](1), ptr.To[int32](1))
+	if c := h.exitCode(); c != 42 {
+		t.Fatalf("exit code %d, want 42", c)
+	}
+}
+
+func TestWrapperModeRunsWorkerAfterBarrierAndPassesItsExitCode(t *testing.T) {
+	h := start(t, inPlaceJobSet(nil, nil), "exit 7")
+	h.waitFor("attempt 0", func() bool { return h.podAttempt() == "0" })
+	select {
+	case c := <-h.code:
+		t.Fatalf("worker ran before the barrier lifted (exit %d)", c)
+	default:
+	}
+	h.setStatus(nil, ptr.To[int32](0))
+	if c := h.exitCode(); c != 7 {
+		t.Fatalf("exit code %d, want the worker's 7", c)
+	}
+}
+
+func TestBypassWithoutInPlaceRestart(t *testing.T) {
+	for name, js := range map[string]*jobset.JobSet{
+		"disabled by annotation": func() *jobset.JobSet {
+			js := inPlaceJobSet(nil, nil)
+			js.Annotations = map[string]string{jobset.DisableInPlaceRestartKey: "true"}
+			return js
+		}(),
+		"Recreate strategy": func() *jobset.JobSet {
+			js := inPlaceJobSet(nil, nil)
+			js.Spec.FailurePolicy.RestartStrategy = jobset.Recreate
+			return js
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := start(t, js, "exit 0")
+			if c := h.exitCode(); c != 0 {
+				t.Fatalf("exit code %d, want 0", c)
+			}
+			if h.podAttempt() != "" {
+				t.Fatalf("reported attempt %q without in-place restart", h.podAttempt())
+			}
+		})
+	}
+}
+
+// An agent that dies at the barrier and comes back reports the same attempt
+// (current + 1 again) and keeps waiting: its crash does not start another
+// restart.
+func TestCrashAtBarrierKeepsTheAttempt(t *testing.T) {
+	h := start(t, inPlaceJobSet(ptr.To[int32](0), ptr.To[int32](0)), "")
+	h.waitFor("attempt 1", func() bool { return h.podAttempt() == "1" })
+	h.cancel()
+	if c := h.exitCode(); c != 1 {
+		t.Fatalf("cancelled agent ended with %d", c)
+	}
+	again := New(Config{Namespace: ns, PodName: "p", JobSet: "js", RestartExitCode: 42, Logf: t.Logf}, h.kube, h.js)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go again.Run(ctx)
+	h.waitFor("the restarted agent to report", func() bool { return again.Attempt() != nil })
+	if *again.Attempt() != 1 || h.podAttempt() != "1" {
+		t.Fatalf("restarted agent at %d (pod %s), want 1", *again.Attempt(), h.podAttempt())
+	}
+	if again.Lifted() {
+		t.Fatal("restarted agent lifted the barrier early")
+	}
+	h.setStatus(ptr.To[int32](0), ptr.To[int32](1))
+	h.waitFor("the barrier", func() bool { return again.Lifted() })
+}

@@ -1,0 +1,400 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/inplaceagent"
+)
+
+// kwok runs no processes: each pod's agent runs here, as a process of its
+// own pointed at its pod, with the rights of artifacts/inplace-agent/rbac.yaml
+// only. Its worker fails when the file fail-<pod> appears in dir.
+type agents struct {
+	t          *testing.T
+	ns, js     string
+	dir        string
+	kubeconfig string
+
+	mu     sync.Mutex
+	procs  map[string]*exec.Cmd // by pod name
+	paused map[string]bool      // pods whose agent is not (re)started
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func startAgents(t *testing.T, ns, js string) *agents {
+	t.Helper()
+	dir := filepath.Join(cluster.localDir, "inplace-agents", ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := &agents{t: t, ns: ns, js: js, dir: dir, procs: map[string]*exec.Cmd{}, paused: map[string]bool{}, done: make(chan struct{})}
+	a.kubeconfig = agentKubeconfig(t, ns, a.dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	// Starts an agent for every pod of the JobSet that has none, as a
+	// kubelet starts a new pod's containers.
+	go func() {
+		defer close(a.done)
+		wait.UntilWithContext(ctx, func(ctx context.Context) {
+			pods, err := podsOf(ctx, ns, js)
+			if err != nil {
+				return
+			}
+			for _, p := range pods {
+				a.ensure(p.Name)
+			}
+		}, 200*time.Millisecond)
+	}()
+	t.Cleanup(a.close)
+	return a
+}
+
+// agentKubeconfig applies the agent's RBAC to ns and returns a kubeconfig
+// with a token of its ServiceAccount.
+func agentKubeconfig(t *testing.T, ns, dir string) string {
+	t.Helper()
+	rbac, err := os.ReadFile(filepath.Join(cluster.root, "artifacts", "inplace-agent", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The manifest names namespace default; apply it to ns instead.
+	manifest := strings.ReplaceAll(string(rbac), "namespace: default", "namespace: "+ns)
+	if out, err := kubectlIn(manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying the agent RBAC: %v\n%s", err, out)
+	}
+	// --restart-via-annotation also reads its pod, to see kwok's restart.
+	simulation := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kwok-restart-simulation, namespace: %[1]s}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kwok-restart-simulation, namespace: %[1]s}
+subjects: [{kind: ServiceAccount, name: jobset-inplace-agent, namespace: %[1]s}]
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kwok-restart-simulation}
+`, ns)
+	if out, err := kubectlIn(simulation, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying the simulation's RBAC: %v\n%s", err, out)
+	}
+	tr, err := cluster.kube.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "jobset-inplace-agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for the agent: %v", err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: cluster.config.Host, CertificateAuthority: cluster.config.CAFile,
+		CertificateAuthorityData: cluster.config.CAData}
+	cfg.AuthInfos["agent"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "agent", Namespace: ns}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(dir, "agent.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (a *agents) ensure(pod string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.procs[pod] != nil || a.paused[pod] {
+		return
+	}
+	failFile := filepath.Join(a.dir, "fail-"+pod)
+	worker := fmt.Sprintf("while [ ! -f %[1]q ]; do sleep 0.1; done; rm -f %[1]q; exit 3", failFile)
+	cmd := exec.Command(filepath.Join(cluster.root, "_output", "bin", "jobset-inplace-agent"),
+		"--kubeconfig="+a.kubeconfig, "--namespace="+a.ns, "--pod="+pod, "--jobset="+a.js,
+		"--restart-via-annotation", "--worker-command="+worker)
+	log, err := os.Create(filepath.Join(a.dir, pod+".log"))
+	if err == nil {
+		cmd.Stdout, cmd.Stderr = log, log
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the worker shell goes with it
+	if err := cmd.Start(); err != nil {
+		a.t.Errorf("starting the agent of %s: %v", pod, err)
+		return
+	}
+	a.procs[pod] = cmd
+	go func() {
+		_ = cmd.Wait()
+		a.mu.Lock()
+		if a.procs[pod] == cmd {
+			delete(a.procs, pod)
+		}
+		a.mu.Unlock()
+	}()
+}
+
+// kill ends a pod's agent as a crash would; with pause it stays down.
+func (a *agents) kill(pod string, pause bool) {
+	a.mu.Lock()
+	cmd := a.procs[pod]
+	delete(a.procs, pod)
+	a.paused[pod] = pause
+	a.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func (a *agents) resume(pod string) {
+	a.mu.Lock()
+	a.paused[pod] = false
+	a.mu.Unlock()
+	a.ensure(pod)
+}
+
+// fail makes the worker of the pod exit with code 3.
+func (a *agents) fail(pod string) {
+	if err := os.WriteFile(filepath.Join(a.dir, "fail-"+pod), nil, 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func (a *agents) close() {
+	a.stop()
+	<-a.done
+	a.mu.Lock()
+	var pods []string
+	for p := range a.procs {
+		pods = append(pods, p)
+	}
+	a.mu.Unlock()
+	for _, p := range pods {
+		a.kill(p, true)
+	}
+	if a.t.Failed() {
+		a.t.Logf("agent logs are in %s", a.dir)
+	}
+}
+
+func inPlaceJobSet(ns, name string, maxRestarts int32) *v1alpha2.JobSet {
+	rj := replicatedJob("w", 2, 2, "")
+	rj.Template.Spec.BackoffLimit = ptr.To[int32](math.MaxInt32)
+	rj.Template.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+	rj.Template.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	js := runningJobSet(ns, name, rj)
+	js.Spec.FailurePolicy = &v1alpha2.FailurePolicy{MaxRestarts: maxRestarts, RestartStrategy: v1alpha2.InPlaceRestart}
+	return js
+}
+
+// podState is what the test reads of a pod.
+type podState struct {
+	uid      types.UID
+	attempt  string
+	restarts int32
+}
+
+func podStates(t *testing.T, ns, js string) map[string]podState {
+	t.Helper()
+	pods, err := podsOf(context.Background(), ns, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]podState{}
+	for _, p := range pods {
+		var rc int32
+		for _, s := range p.Status.ContainerStatuses {
+			rc = max(rc, s.RestartCount)
+		}
+		out[p.Name] = podState{uid: p.UID, attempt: p.Annotations[v1alpha2.InPlaceRestartAttemptKey], restarts: rc}
+	}
+	return out
+}
+
+// waitPods polls the JobSet's pods until cond holds for them.
+func waitPods(t *testing.T, ns, js, what string, cond func(map[string]podState) bool) map[string]podState {
+	t.Helper()
+	var got map[string]podState
+	eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
+		got = podStates(t, ns, js)
+		return cond(got), nil
+	})
+	return got
+}
+
+func attemptIs(js *v1alpha2.JobSet, prev, cur *int32) bool {
+	eq := func(a, b *int32) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+	return eq(js.Status.PreviousInPlaceRestartAttempt, prev) && eq(js.Status.CurrentInPlaceRestartAttempt, cur)
+}
+
+func sortedNames(m map[string]podState) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestInPlaceRestart: a worker failure restarts every pod in place, the
+// barrier holds while one agent is down and survives an agent crashing at
+// it, and maxRestarts ends the JobSet.
+func TestInPlaceRestart(t *testing.T) {
+	ns := namespace(t)
+	createJobSet(t, inPlaceJobSet(ns, "ip", 2))
+	a := startAgents(t, ns, "ip")
+
+	waitStatus(t, ns, "ip", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, nil, ptr.To[int32](0))
+	})
+	before := waitPods(t, ns, "ip", "4 pods at attempt 0", func(m map[string]podState) bool {
+		if len(m) != 4 {
+			return false
+		}
+		for _, p := range m {
+			if p.attempt != "0" {
+				return false
+			}
+		}
+		return true
+	})
+	names := sortedNames(before)
+	failing, late, crashing := names[0], names[3], names[1]
+	attempts := waitStatus(t, ns, "ip", "status read", time.Minute, func(*v1alpha2.JobSet) bool { return true }).Status.ExecutionAttempts
+
+	// The last pod's agent is down: that pod cannot restart yet.
+	a.kill(late, true)
+	a.fail(failing)
+	waitStatus(t, ns, "ip", "in-place restart started", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, ptr.To[int32](0), ptr.To[int32](0))
+	})
+	waitPods(t, ns, "ip", "three pods restarted into attempt 1", func(m map[string]podState) bool {
+		n := 0
+		for name, p := range m {
+			if name != late && p.attempt == "1" && p.restarts >= 1 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	// The barrier holds: one pod is still at attempt 0.
+	js := waitStatus(t, ns, "ip", "status read", time.Minute, func(*v1alpha2.JobSet) bool { return true })
+	if !attemptIs(js, ptr.To[int32](0), ptr.To[int32](0)) {
+		t.Fatalf("barrier lifted before every pod restarted: previous %v current %v",
+			js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt)
+	}
+
+	// An agent crashing at the barrier comes back at the same attempt: had
+	// it moved on to attempt 2, previousInPlaceRestartAttempt would move to
+	// 1 below instead of staying 0.
+	a.kill(crashing, false)
+	a.ensure(crashing)
+
+	// The late pod's agent died: its container restarts (as the kubelet
+	// would restart it) and the agent comes back.
+	if err := inplaceagent.SignalExit(context.Background(), cluster.kube, ns, late, 137); err != nil {
+		t.Fatal(err)
+	}
+	a.resume(late)
+	js = waitStatus(t, ns, "ip", "barrier lifted at attempt 1", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, ptr.To[int32](0), ptr.To[int32](1))
+	})
+	after := waitPods(t, ns, "ip", "every container restart recorded", func(m map[string]podState) bool {
+		for _, p := range m {
+			if p.restarts < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range names {
+		if after[n].uid != before[n].uid {
+			t.Errorf("pod %s was recreated (UID %s -> %s)", n, before[n].uid, after[n].uid)
+		}
+		if after[n].attempt != "1" || after[n].restarts < 1 {
+			t.Errorf("pod %s: attempt %q, restartCount %d; want attempt 1 after a restart", n, after[n].attempt, after[n].restarts)
+		}
+	}
+	if len(after) != 4 {
+		t.Errorf("pods: %v", sortedNames(after))
+	}
+	if js.Status.Restarts != 0 {
+		t.Errorf("status.restarts = %d: Jobs were recreated", js.Status.Restarts)
+	}
+	if js.Status.ExecutionAttempts != attempts+1 {
+		t.Errorf("executionAttempts %d, want %d (one per in-place restart)", js.Status.ExecutionAttempts, attempts+1)
+	}
+
+	// Restart 2 is within maxRestarts 2; restart 3 is not.
+	a.fail(failing)
+	waitStatus(t, ns, "ip", "barrier lifted at attempt 2", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, ptr.To[int32](1), ptr.To[int32](2))
+	})
+	a.fail(names[2])
+	js = waitStatus(t, ns, "ip", "failed with ReachedMaxRestarts", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return conditionReason(js, v1alpha2.JobSetFailed) == "ReachedMaxRestarts"
+	})
+	if js.Status.Restarts != 0 {
+		t.Errorf("status.restarts = %d, want 0", js.Status.Restarts)
+	}
+}
+
+// TestInPlaceRestartLostPodRecreates: a deleted pod cannot restart in
+// place; the JobSet recreates its Jobs and the new pods start at the next
+// attempt.
+func TestInPlaceRestartLostPodRecreates(t *testing.T) {
+	ns := namespace(t)
+	createJobSet(t, inPlaceJobSet(ns, "lost", 3))
+	startAgents(t, ns, "lost")
+	waitStatus(t, ns, "lost", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, nil, ptr.To[int32](0))
+	})
+	before := podStates(t, ns, "lost")
+	victim := sortedNames(before)[0]
+	if err := cluster.kube.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	js := waitStatus(t, ns, "lost", "Jobs recreated and barrier lifted", 3*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return js.Status.Restarts == 1 && js.Status.CurrentInPlaceRestartAttempt != nil && *js.Status.CurrentInPlaceRestartAttempt == 1
+	})
+	if js.Status.RestartsCountTowardsMax != 1 {
+		t.Errorf("restartsCountTowardsMax = %d, want 1", js.Status.RestartsCountTowardsMax)
+	}
+	after := waitPods(t, ns, "lost", "4 new pods at attempt 1", func(m map[string]podState) bool {
+		n := 0
+		for _, p := range m {
+			if p.attempt == "1" {
+				n++
+			}
+		}
+		return n == 4
+	})
+	for n, p := range after {
+		for _, old := range before {
+			if p.uid == old.uid {
+				t.Errorf("pod %s survived the recreate", n)
+			}
+		}
+	}
+}
