@@ -96,9 +96,7 @@ type Controller struct {
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
-	exp         *expectations
-	revCreated  *createdObjects
-	svcCreated  *createdObjects
+	exp         *writeExpectations
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
@@ -132,8 +130,6 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
-	c.revCreated = newCreatedObjects(c.clock)
-	c.svcCreated = newCreatedObjects(c.clock)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -183,9 +179,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		return nil, err
 	}
 	if _, err := svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+		AddFunc:    func(o interface{}) { observeCreated(c.exp.services, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { observeCreated(c.exp.services, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}
@@ -193,9 +189,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		return nil, err
 	}
 	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		AddFunc:    func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func (fx *fixture) refresh() {
 	items = nil
 	for i := range sl.Items {
 		items = append(items, &sl.Items[i])
-		fx.c.svcCreated.observe(&sl.Items[i]) // as the informer's handler does
+		observeCreated(fx.c.exp.services, &sl.Items[i]) // as the informer's handler does
 	}
 	replace(fx.f.Kube.Core().V1().Services().Informer(), items)
 

@@ -256,7 +256,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 		}
 		return wrapf(err, "renumbering template revision %s", name)
 	}
-	if c.revCreated.recent(js.Namespace, name) {
+	if c.exp.revisions.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind
 	}
 	cr := &appsv1.ControllerRevision{
@@ -272,7 +272,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 	_, err := api.Create(ctx, cr, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		c.revCreated.add(js.Namespace, name)
+		c.exp.revisions.Expect(js.Namespace, name, struct{}{})
 		return nil
 	case namespaceTerminating(err):
 		return nil
