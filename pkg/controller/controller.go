@@ -16,7 +16,15 @@
 // Two guards keep a lagging cache from misleading a sync: expectations
 // (Job creations and deletions not yet visible in the cache) and status
 // floors (attempt counters of the last status written, which the cached
-// JobSet must have reached). A sync that finds either unmet waits.
+// JobSet must have reached), both kept in one generic store (package
+// expectations, expectations.go). A sync that finds either unmet waits.
+// Topology placement of exclusive Jobs' pods runs beside the syncs
+// (package placement, placement.go).
+//
+// Reading order, from an informer event to a Job create: New (event
+// handlers enqueue the JobSet key), processNext, sync (expectations) in
+// this file; reconcile, reconcileRunning and createJobs in sync.go;
+// constructJob in jobs.go.
 package controller
 
 import (
@@ -43,6 +51,7 @@ import (
 	"k8s.io/utils/clock"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
@@ -100,7 +109,7 @@ type Controller struct {
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
-	placer      *placer
+	placer      placer
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -208,7 +217,16 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if placementClient == nil {
 		placementClient = kube
 	}
-	p, synced, err := newPlacer(placementClient, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
+	p, synced, err := placement.New(placement.Config{
+		Client:   placementClient,
+		Pods:     f.PlacedPods.Core().V1().Pods(),
+		Nodes:    f.Nodes.Core().V1().Nodes(),
+		Jobs:     jobInf,
+		Clock:    c.clock,
+		Recorder: c.recorder,
+		Timeout:  opts.PlacementTimeout,
+		Notify:   c.queue.Add,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +285,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
-	go c.placer.run(ctx, 1)
+	go c.placer.Run(ctx, 1)
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil

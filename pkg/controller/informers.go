@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
 )
@@ -65,7 +66,7 @@ type Factories struct {
 // NewFactories builds label-filtered, trimmed informer factories.
 func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
 	sel := childSelector()
-	pods, nodes := placementFactories(kube, resync)
+	pods, nodes := placement.Factories(kube, resync)
 	return Factories{
 		PlacedPods: pods,
 		Nodes:      nodes,
