@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+)
+
+// jobSetOf is a JobSet of perJobSet one-pod Jobs.
+func jobSetOf(ns, name string, perJobSet int) *v1alpha2.JobSet {
+	return &v1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{
+			Name: "w", Replicas: ptr.To(int32(perJobSet)),
+			Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate()}},
+		}}},
+	}
+}
+
+// createJobSets creates js-0..js-(n-1) from 16 goroutines.
+func createJobSets(b *testing.B, ns string, n, perJobSet int) {
+	b.Helper()
+	createParallel(b, n, 16, func(k int) error {
+		_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(),
+			jobSetOf(ns, fmt.Sprintf("js-%d", k), perJobSet), metav1.CreateOptions{})
+		return err
+	})
+}
+
+// waitAllReady polls until every JobSet of the namespace reports all its
+// Jobs ready: pods run and the controller has written what followed.
+func waitAllReady(b *testing.B, ns string, n, perJobSet int) {
+	b.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 60*time.Minute, true,
+		func(ctx context.Context) (bool, error) {
+			list, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil || len(list.Items) != n {
+				return false, nil
+			}
+			for _, js := range list.Items {
+				if len(js.Status.ReplicatedJobsStatus) != 1 || js.Status.ReplicatedJobsStatus[0].Ready != int32(perJobSet) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	if err != nil {
+		b.Fatalf("waiting for %d JobSets with all Jobs ready: %v", n, err)
+	}
+}
+
+// BenchmarkScale (goal 4): BENCH_SCALE_JOBSETS (default 500; the goal is
+// 2000) JobSets of
+// BENCH_JOBS_PER_JOBSET (4) one-pod Jobs. Records the time until every Job
+// exists, the controller's RSS once all pods run, and its CPU seconds over
+// BENCH_SCALE_WINDOW (default 2m) in which nothing changes, while the
+// controller runs with --resync-period BENCH_SCALE_RESYNC (default 30s) so
+// that the window holds several full resyncs. With profiling on
+// (JOBSET_CONTROLLER_ARGS=--profiling) the window's CPU profile is saved.
+// Bring the cluster up with KUBE_CONTROLLER_MANAGER_ARGS raising the Job
+// controller's client limits, or its pod creation paces the run.
+func BenchmarkScale(b *testing.B) {
+	jobsets, perJobSet := envInt("BENCH_SCALE_JOBSETS", 500), envInt("BENCH_JOBS_PER_JOBSET", 4)
+	window, err := time.ParseDuration(envOr("BENCH_SCALE_WINDOW", "2m"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	resync := envOr("BENCH_SCALE_RESYNC", "30s")
+	restartController(b, "--resync-period="+resync)
+	for i := 0; i < b.N; i++ {
+		ns := newNamespace(b, "scale")
+		start := time.Now()
+		createJobSets(b, ns, jobsets, perJobSet)
+		created := time.Since(start)
+		toJobs := waitJobCount(b, ns, v1alpha2.JobSetNameKey, jobsets*perJobSet).Sub(start)
+		b.Logf("%d JobSets created in %.1fs; all %d Jobs after %.1fs", jobsets, created.Seconds(), jobsets*perJobSet, toJobs.Seconds())
+		waitAllReady(b, ns, jobsets, perJobSet)
+		settled := time.Since(start)
+		rss := controllerRSSMiB(b)
+		cpu0 := controllerCPUSeconds(b)
+		if !saveCPUProfile(b, "scale-steady", window) {
+			time.Sleep(window) // the measurement window itself, not a synchronisation
+		}
+		steady := controllerCPUSeconds(b) - cpu0
+		b.Logf("all ready after %.1fs; RSS %.1f MiB; %.2f CPU-s in %v of nothing changing (resync every %s)",
+			settled.Seconds(), rss, steady, window, resync)
+		b.ReportMetric(toJobs.Seconds(), "s-to-all-jobs")
+		b.ReportMetric(settled.Seconds(), "s-to-all-ready")
+		b.ReportMetric(rss, "RSS-MiB")
+		b.ReportMetric(steady, "steady-CPU-s")
+		b.ReportMetric(steady/window.Seconds()*100, "steady-CPU-%")
+	}
+}
+
+// BenchmarkFanOutEncoding (issue 16): the 200 × 4 fan-out (BENCH_JOBSETS ×
+// BENCH_JOBS_PER_JOBSET) with the controller restarted for each encoding
+// of its requests (--kube-api-content-type), in one run: the controller's
+// CPU seconds (/proc/<pid>/stat utime+stime) from the JobSets' creation
+// until all their Jobs are ready, its RSS then, and the time to all Jobs.
+// Each phase's namespace is deleted (and gone) before the next.
+func BenchmarkFanOutEncoding(b *testing.B) {
+	jobsets, perJobSet := envInt("BENCH_JOBSETS", 200), envInt("BENCH_JOBS_PER_JOBSET", 4)
+	for i := 0; i < b.N; i++ {
+		for _, enc := range []struct{ name, contentType string }{
+			{"json", "application/json"},
+			{"protobuf", "application/vnd.kubernetes.protobuf"},
+		} {
+			restartController(b, "--kube-api-content-type="+enc.contentType)
+			idle := controllerRSSMiB(b)
+			ns := newNamespace(b, "enc-"+enc.name)
+			cpu0 := controllerCPUSeconds(b)
+			start := time.Now()
+			createJobSets(b, ns, jobsets, perJobSet)
+			toJobs := waitJobCount(b, ns, v1alpha2.JobSetNameKey, jobsets*perJobSet).Sub(start)
+			waitAllReady(b, ns, jobsets, perJobSet)
+			cpu := controllerCPUSeconds(b) - cpu0
+			rss := controllerRSSMiB(b)
+			b.Logf("%s: all Jobs after %.2fs, all ready after %.2fs; %.2f CPU-s; RSS %.1f → %.1f MiB",
+				enc.name, toJobs.Seconds(), time.Since(start).Seconds(), cpu, idle, rss)
+			b.ReportMetric(toJobs.Seconds(), enc.name+"-s-to-all-jobs")
+			b.ReportMetric(cpu, enc.name+"-CPU-s")
+			b.ReportMetric(rss, enc.name+"-RSS-MiB")
+			deleteNamespaceAndWait(b, ns)
+		}
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
