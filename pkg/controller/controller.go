@@ -36,12 +36,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
@@ -95,13 +93,14 @@ type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
 
-	jsLister  jslisters.JobSetLister
-	jobLister batchlisters.JobLister
-	svcLister corelisters.ServiceLister
-	pvcLister corelisters.PersistentVolumeClaimLister
-	revLister appslisters.ControllerRevisionLister
-	pcLister  schedulinglisters.PriorityClassLister
-	synced    []cache.InformerSynced
+	jsLister jslisters.JobSetLister
+	// jobs and revs index the child Jobs and ControllerRevisions by their
+	// JobSet (byJobSet), so that a sync does not scan its namespace.
+	jobs, revs cache.Indexer
+	svcLister  corelisters.ServiceLister
+	pvcLister  corelisters.PersistentVolumeClaimLister
+	pcLister   schedulinglisters.PriorityClassLister
+	synced     []cache.InformerSynced
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
@@ -146,10 +145,14 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
 	revInf := f.Kube.Apps().V1().ControllerRevisions()
 	c.jsLister = jsInf.Lister()
-	c.jobLister = jobInf.Lister()
 	c.svcLister = svcInf.Lister()
 	c.pvcLister = pvcInf.Lister()
-	c.revLister = revInf.Lister()
+	for _, inf := range []cache.SharedIndexInformer{jobInf.Informer(), revInf.Informer()} {
+		if err := inf.AddIndexers(cache.Indexers{byJobSet: indexByJobSet}); err != nil {
+			return nil, err
+		}
+	}
+	c.jobs, c.revs = jobInf.Informer().GetIndexer(), revInf.Informer().GetIndexer()
 
 	if _, err := jsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueJobSet,
@@ -387,16 +390,29 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return c.reconcile(ctx, key, js, owned)
 }
 
+// byJobSet indexes children by namespace/jobset-name label.
+const byJobSet = "jobset"
+
+func indexByJobSet(obj interface{}) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	if name := m.GetLabels()[jobset.JobSetNameKey]; name != "" {
+		return []string{m.GetNamespace() + "/" + name}, nil
+	}
+	return nil, nil
+}
+
 // ownedJobs lists the cached Jobs the JobSet controls, by name.
 func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, error) {
-	sel := labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name})
-	list, err := c.jobLister.Jobs(js.Namespace).List(sel)
+	list, err := c.jobs.ByIndex(byJobSet, js.Namespace+"/"+js.Name)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]*batchv1.Job, len(list))
-	for _, j := range list {
-		if isOwnedBy(j.OwnerReferences, js) {
+	for _, o := range list {
+		if j, ok := o.(*batchv1.Job); ok && isOwnedBy(j.OwnerReferences, js) {
 			out[j.Name] = j
 		}
 	}
