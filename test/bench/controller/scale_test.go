@@ -69,8 +69,9 @@ func waitAllReady(b *testing.B, ns string, n, perJobSet int) {
 // controller runs with --resync-period BENCH_SCALE_RESYNC (default 30s) so
 // that the window holds several full resyncs. With profiling on
 // (JOBSET_CONTROLLER_ARGS=--profiling) the window's CPU profile is saved.
-// Bring the cluster up with KUBE_CONTROLLER_MANAGER_ARGS raising the Job
-// controller's client limits, or its pod creation paces the run.
+// The nodes must have room for every pod (NODE_PODS, default 110 per node
+// of 16); bring the cluster up with KUBE_CONTROLLER_MANAGER_ARGS raising
+// the Job controller's client limits, or its pod creation paces the run.
 func BenchmarkScale(b *testing.B) {
 	jobsets, perJobSet := envInt("BENCH_SCALE_JOBSETS", 500), envInt("BENCH_JOBS_PER_JOBSET", 4)
 	window, err := time.ParseDuration(envOr("BENCH_SCALE_WINDOW", "2m"))
@@ -78,6 +79,7 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	resync := envOr("BENCH_SCALE_RESYNC", "30s")
+	requirePodCapacity(b, jobsets*perJobSet)
 	restartController(b, "--resync-period="+resync)
 	for i := 0; i < b.N; i++ {
 		ns := newNamespace(b, "scale")
@@ -101,6 +103,25 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(rss, "RSS-MiB")
 		b.ReportMetric(steady, "steady-CPU-s")
 		b.ReportMetric(steady/window.Seconds()*100, "steady-CPU-%")
+	}
+}
+
+// requirePodCapacity fails at once when the kwok nodes cannot run n more
+// pods (hack/local-up.sh gives each NODE_PODS, default 110): the run
+// would otherwise wait for pods that never start.
+func requirePodCapacity(b *testing.B, n int) {
+	b.Helper()
+	nodes, err := cluster.Kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	capacity := 0
+	for _, node := range nodes.Items {
+		capacity += int(node.Status.Allocatable.Pods().Value())
+	}
+	if capacity < n+100 {
+		b.Fatalf("the %d nodes run at most %d pods, fewer than %d Jobs' pods and some room: bring the cluster up with NODE_PODS=%d",
+			len(nodes.Items), capacity, n, (n+100)/len(nodes.Items)+1)
 	}
 }
 
