@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,10 +57,18 @@ func (m *controllerMetrics) metricsHandler() http.Handler {
 		promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
 }
 
-// handler is the plain-HTTP endpoint: /metrics only.
-func (m *controllerMetrics) handler() http.Handler {
+// handler is the plain-HTTP endpoint: /metrics, and with profiling
+// Go's /debug/pprof/ handlers (loopback by default, like /metrics).
+func (m *controllerMetrics) handler(profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.metricsHandler())
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestMetricsServed(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := serveMetrics(ctx, "127.0.0.1:0", m.handler())
+	addr, err := serveMetrics(ctx, "127.0.0.1:0", m.handler(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +103,24 @@ func TestMetricsServed(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", text)
+	}
+}
+
+// TestProfilingHandlers: /debug/pprof/ is served only with --profiling.
+func TestProfilingHandlers(t *testing.T) {
+	m, err := newControllerMetrics(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, profiling := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		m.handler(profiling).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?debug=1", nil))
+		want := http.StatusNotFound
+		if profiling {
+			want = http.StatusOK
+		}
+		if rec.Code != want {
+			t.Errorf("profiling=%v: GET /debug/pprof/heap: %d, want %d", profiling, rec.Code, want)
+		}
 	}
 }

@@ -46,6 +46,7 @@ type options struct {
 
 	metricsAddr       string
 	metricsMaxJobSets int
+	profiling         bool
 	secureMetrics     *secureMetricsOptions
 
 	leaderElect    bool
@@ -93,6 +94,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.resync, "resync-period", o.resync, "Period of the informers' full resync (0 disables it).")
 	fs.StringVar(&o.healthAddr, "health-addr", o.healthAddr, "Address serving /healthz and /readyz; empty disables it.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "Address serving Prometheus /metrics over plain HTTP (loopback by default); empty disables it.")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Also serve Go's /debug/pprof/ handlers on --metrics-bind-address.")
 	fs.IntVar(&o.metricsMaxJobSets, "metrics-max-jobsets", o.metricsMaxJobSets, "Maximum number of JobSets exported in the per-JobSet kube_jobset_* series (the first by namespace and name); 0 means no limit.")
 	o.secureMetrics.addFlags(fs)
 	fs.IntVar(&o.parallelism, "child-write-parallelism", o.parallelism, "Maximum concurrent child Job writes within one JobSet sync.")
@@ -238,7 +240,7 @@ func run(o *options) error {
 	}
 	m.installWorkqueueProvider()
 	if o.metricsAddr != "" {
-		addr, err := serveMetrics(ctx, o.metricsAddr, m.handler())
+		addr, err := serveMetrics(ctx, o.metricsAddr, m.handler(o.profiling))
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,15 @@
 // Two guards keep a lagging cache from misleading a sync: expectations
 // (Job creations and deletions not yet visible in the cache) and status
 // floors (attempt counters of the last status written, which the cached
-// JobSet must have reached). A sync that finds either unmet waits.
+// JobSet must have reached), both kept in one generic store (package
+// expectations, expectations.go). A sync that finds either unmet waits.
+// Topology placement of exclusive Jobs' pods runs beside the syncs
+// (package placement, placement.go).
+//
+// Reading order, from an informer event to a Job create: New (event
+// handlers enqueue the JobSet key), processNext, sync (expectations) in
+// this file; reconcile, reconcileRunning and createJobs in sync.go;
+// constructJob in jobs.go.
 package controller
 
 import (
@@ -28,12 +36,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
@@ -43,6 +49,7 @@ import (
 	"k8s.io/utils/clock"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
@@ -86,23 +93,22 @@ type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
 
-	jsLister  jslisters.JobSetLister
-	jobLister batchlisters.JobLister
-	svcLister corelisters.ServiceLister
-	pvcLister corelisters.PersistentVolumeClaimLister
-	revLister appslisters.ControllerRevisionLister
-	pcLister  schedulinglisters.PriorityClassLister
-	synced    []cache.InformerSynced
+	jsLister jslisters.JobSetLister
+	// jobs and revs index the child Jobs and ControllerRevisions by their
+	// JobSet (byJobSet), so that a sync does not scan its namespace.
+	jobs, revs cache.Indexer
+	svcLister  corelisters.ServiceLister
+	pvcLister  corelisters.PersistentVolumeClaimLister
+	pcLister   schedulinglisters.PriorityClassLister
+	synced     []cache.InformerSynced
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
-	exp         *expectations
-	revCreated  *createdObjects
-	svcCreated  *createdObjects
+	exp         *writeExpectations
 	clock       clock.WithTicker
 	metrics     Metrics
 	parallelism int
-	placer      *placer
+	placer      placer
 	inplace     *inPlaceTracker
 }
 
@@ -133,8 +139,6 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
-	c.revCreated = newCreatedObjects(c.clock)
-	c.svcCreated = newCreatedObjects(c.clock)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -142,10 +146,14 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
 	revInf := f.Kube.Apps().V1().ControllerRevisions()
 	c.jsLister = jsInf.Lister()
-	c.jobLister = jobInf.Lister()
 	c.svcLister = svcInf.Lister()
 	c.pvcLister = pvcInf.Lister()
-	c.revLister = revInf.Lister()
+	for _, inf := range []cache.SharedIndexInformer{jobInf.Informer(), revInf.Informer()} {
+		if err := inf.AddIndexers(cache.Indexers{byJobSet: indexByJobSet}); err != nil {
+			return nil, err
+		}
+	}
+	c.jobs, c.revs = jobInf.Informer().GetIndexer(), revInf.Informer().GetIndexer()
 
 	if _, err := jsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueJobSet,
@@ -184,9 +192,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		return nil, err
 	}
 	if _, err := svcInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+		AddFunc:    func(o interface{}) { observeCreated(c.exp.services, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { c.svcCreated.observe(o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { observeCreated(c.exp.services, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}
@@ -194,9 +202,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		return nil, err
 	}
 	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		AddFunc:    func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { c.revCreated.observe(o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}
@@ -213,7 +221,16 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if placementClient == nil {
 		placementClient = kube
 	}
-	p, synced, err := newPlacer(placementClient, f, c.clock, c.recorder, opts.PlacementTimeout, c.queue.Add)
+	p, synced, err := placement.New(placement.Config{
+		Client:   placementClient,
+		Pods:     f.PlacedPods.Core().V1().Pods(),
+		Nodes:    f.Nodes.Core().V1().Nodes(),
+		Jobs:     jobInf,
+		Clock:    c.clock,
+		Recorder: c.recorder,
+		Timeout:  opts.PlacementTimeout,
+		Notify:   c.queue.Add,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +297,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for i := 0; i < workers; i++ {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
-	go c.placer.run(ctx, 1)
+	go c.placer.Run(ctx, 1)
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil
@@ -382,16 +399,29 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return c.reconcile(ctx, key, js, owned)
 }
 
+// byJobSet indexes children by namespace/jobset-name label.
+const byJobSet = "jobset"
+
+func indexByJobSet(obj interface{}) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	if name := m.GetLabels()[jobset.JobSetNameKey]; name != "" {
+		return []string{m.GetNamespace() + "/" + name}, nil
+	}
+	return nil, nil
+}
+
 // ownedJobs lists the cached Jobs the JobSet controls, by name.
 func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, error) {
-	sel := labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name})
-	list, err := c.jobLister.Jobs(js.Namespace).List(sel)
+	list, err := c.jobs.ByIndex(byJobSet, js.Namespace+"/"+js.Name)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]*batchv1.Job, len(list))
-	for _, j := range list {
-		if isOwnedBy(j.OwnerReferences, js) {
+	for _, o := range list {
+		if j, ok := o.(*batchv1.Job); ok && isOwnedBy(j.OwnerReferences, js) {
 			out[j.Name] = j
 		}
 	}

@@ -83,10 +83,11 @@ func TestRunWithInformers(t *testing.T) {
 		t.Fatalf("status = %+v", got.Status)
 	}
 	// The cached Jobs are trimmed.
-	cached, err := c.jobLister.Jobs(ns).Get("js-leader-0")
-	if err != nil {
-		t.Fatal(err)
+	obj, exists, err := c.jobs.GetByKey(ns + "/js-leader-0")
+	if err != nil || !exists {
+		t.Fatalf("cached Job: %v %v", exists, err)
 	}
+	cached := obj.(*batchv1.Job)
 	if len(cached.Spec.Template.Spec.Containers) != 0 {
 		t.Fatalf("cached Job keeps its pod template spec")
 	}

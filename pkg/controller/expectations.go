@@ -5,41 +5,113 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/expectations"
 )
 
 // expectationsTimeout bounds how long a JobSet waits for the cache to show
 // its own writes before the controller stops trusting the expectations.
 const expectationsTimeout = 5 * time.Minute
 
-// expectations remember the Job creations and deletions a sync issued until
-// the Job cache reflects them, so that a lagging cache never leads to a Job
-// being created twice or an attempt being counted from stale data. Entries
-// are kept per JobSet key and per Job name; they are checked lazily against
-// the cache at the start of each sync, which the work queue serialises per
-// key.
-type expectations struct {
-	mu    sync.Mutex
-	clock clock.PassiveClock
-	byKey map[string]*pending
-	// floors holds, per JobSet, the attempt counters of the last status
-	// this controller wrote; a cached JobSet below them is stale.
-	floors map[string]statusFloor
-	// availability holds, per JobSet, the availability annotations this
-	// controller last wrote (expectations_availability.go).
-	availability map[string]annotationFloor
+// availabilityFloorTimeout bounds how long a sync waits for the cache to
+// show the availability annotations this controller wrote. It is short:
+// someone else editing them meanwhile must not stall the JobSet.
+const availabilityFloorTimeout = 10 * time.Second
+
+// writeExpectations are this controller's writes its caches do not show
+// yet (package expectations), so that a lagging cache never leads to a Job
+// being created twice, an attempt being counted from stale data or a
+// Service or revision being created again. Job, status and availability
+// expectations are kept by JobSet key and checked at the start of each
+// sync, which the work queue serialises per key; Services and revisions
+// by namespace and name.
+type writeExpectations struct {
+	// jobCreates and jobDeletes: JobSet key → Job name → UID ("" when the
+	// API did not return one).
+	jobCreates, jobDeletes *expectations.Store[types.UID]
+	// status: JobSet key → the attempt counters of the last status
+	// written; a cached JobSet below them is stale.
+	status *expectations.Store[statusFloor]
+	// availability: JobSet key → the availability annotations last
+	// written (availability.go).
+	availability *expectations.Store[annotationFloor]
+	// services and revisions: namespace → name of objects created.
+	services, revisions *expectations.Store[struct{}]
+
 	// jobCreations holds the JobSets whose Job creation latency this
-	// process observed.
+	// process observed (jobcreation.go); not an expectation, but kept and
+	// forgotten with them.
+	mu           sync.Mutex
 	jobCreations map[string]types.UID
+}
+
+func newExpectations(c clock.PassiveClock) *writeExpectations {
+	return &writeExpectations{
+		jobCreates:   expectations.New[types.UID](c, expectationsTimeout),
+		jobDeletes:   expectations.New[types.UID](c, expectationsTimeout),
+		status:       expectations.New[statusFloor](c, expectationsTimeout),
+		availability: expectations.New[annotationFloor](c, availabilityFloorTimeout),
+		services:     expectations.New[struct{}](c, expectationsTimeout),
+		revisions:    expectations.New[struct{}](c, expectationsTimeout),
+		jobCreations: map[string]types.UID{},
+	}
+}
+
+// expectCreate records that a Job with this name (and UID, when the API
+// returned one) was created.
+func (e *writeExpectations) expectCreate(key, name string, uid types.UID) {
+	e.jobCreates.Expect(key, name, uid)
+}
+
+// expectDelete records that the Job with this name and UID was deleted.
+func (e *writeExpectations) expectDelete(key, name string, uid types.UID) {
+	e.jobDeletes.Expect(key, name, uid)
+}
+
+// sameJob tells whether an expectation of uid is met by a Job of that uid.
+func sameJob(job *batchv1.Job) func(uid types.UID) bool {
+	return func(uid types.UID) bool { return uid == "" || uid == job.UID }
+}
+
+// observe is called by the Job event handlers: an added Job satisfies a
+// pending create of its name, a deleted (or terminating) one a pending
+// delete. Objects that come and go between two syncs are thus still seen.
+func (e *writeExpectations) observe(key string, job *batchv1.Job, gone bool) {
+	e.jobCreates.Check(key, job.Name, sameJob(job))
+	if gone {
+		e.jobDeletes.Check(key, job.Name, sameJob(job))
+	}
+}
+
+// deletePending reports whether a delete of this Job was issued and not
+// yet observed.
+func (e *writeExpectations) deletePending(key, name string, uid types.UID) bool {
+	got, ok := e.jobDeletes.Pending(key, name)
+	return ok && got == uid
+}
+
+// satisfied drops the Job expectations the cache now reflects and reports
+// whether none remain. lookup returns the cached Job of that name or nil.
+func (e *writeExpectations) satisfied(key string, lookup func(name string) *batchv1.Job) bool {
+	created := e.jobCreates.Settle(key, func(name string, uid types.UID) bool {
+		j := lookup(name)
+		return j != nil && sameJob(j)(uid)
+	})
+	deleted := e.jobDeletes.Settle(key, func(name string, uid types.UID) bool {
+		j := lookup(name)
+		return j == nil || j.DeletionTimestamp != nil || (uid != "" && j.UID != uid)
+	})
+	return created && deleted
 }
 
 // statusFloor are counters that only grow.
 type statusFloor struct {
 	uid                                      types.UID
-	at                                       time.Time
 	restarts, executionAttempts, jobRestarts int64
 }
 
@@ -54,138 +126,76 @@ func floorOf(st *jobset.JobSetStatus) statusFloor {
 }
 
 // wroteStatus remembers the counters of a status just written.
-func (e *expectations) wroteStatus(key string, uid types.UID, st *jobset.JobSetStatus) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (e *writeExpectations) wroteStatus(key string, uid types.UID, st *jobset.JobSetStatus) {
 	f := floorOf(st)
-	f.uid, f.at = uid, e.clock.Now()
-	e.floors[key] = f
+	f.uid = uid
+	e.status.Expect(key, "", f)
 }
 
 // statusCurrent reports whether a cached status has caught up with the
 // last status written for the key.
-func (e *expectations) statusCurrent(key string, uid types.UID, st *jobset.JobSetStatus) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	want, ok := e.floors[key]
-	if !ok {
-		return true
-	}
+func (e *writeExpectations) statusCurrent(key string, uid types.UID, st *jobset.JobSetStatus) bool {
 	got := floorOf(st)
-	if want.uid != uid || e.clock.Since(want.at) > expectationsTimeout ||
-		got.restarts >= want.restarts && got.executionAttempts >= want.executionAttempts && got.jobRestarts >= want.jobRestarts {
-		delete(e.floors, key)
-		return true
+	_, pending := e.status.Check(key, "", func(want statusFloor) bool {
+		return want.uid != uid ||
+			got.restarts >= want.restarts && got.executionAttempts >= want.executionAttempts && got.jobRestarts >= want.jobRestarts
+	})
+	return !pending
+}
+
+// annotationFloor is an availability annotation write the JobSet cache
+// has not shown yet.
+type annotationFloor struct {
+	uid    types.UID
+	values map[string]string
+}
+
+// wroteAvailability remembers the availability annotations just written.
+// Until the cache shows them, a sync would work from a copy older than the
+// write and its own writes would conflict.
+func (e *writeExpectations) wroteAvailability(key string, uid types.UID, values map[string]string) {
+	e.availability.Expect(key, "", annotationFloor{uid: uid, values: values})
+}
+
+// availabilityCurrent reports whether cached annotations reflect the last
+// availability write for the key.
+func (e *writeExpectations) availabilityCurrent(key string, uid types.UID, annotations map[string]string) bool {
+	_, pending := e.availability.Check(key, "", func(want annotationFloor) bool {
+		return want.uid != uid || len(availabilityPatch(annotations, want.values)) == 0
+	})
+	return !pending
+}
+
+// observeCreated forgets a created Service or revision once its informer
+// added or deleted it.
+func observeCreated(s *expectations.Store[struct{}], obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
 	}
-	return false
-}
-
-type pending struct {
-	creates map[string]types.UID
-	deletes map[string]types.UID
-	since   time.Time
-}
-
-func newExpectations(c clock.PassiveClock) *expectations {
-	return &expectations{clock: c, byKey: map[string]*pending{}, floors: map[string]statusFloor{},
-		availability: map[string]annotationFloor{}, jobCreations: map[string]types.UID{}}
-}
-
-func (e *expectations) entry(key string) *pending {
-	p := e.byKey[key]
-	if p == nil {
-		p = &pending{creates: map[string]types.UID{}, deletes: map[string]types.UID{}}
-		e.byKey[key] = p
+	if m, err := meta.Accessor(obj); err == nil {
+		s.Drop(m.GetNamespace(), m.GetName())
 	}
-	p.since = e.clock.Now()
-	return p
 }
 
-// expectCreate records that a Job with this name (and UID, when the API
-// returned one) was created.
-func (e *expectations) expectCreate(key, name string, uid types.UID) {
+// firstJobCreation reports whether the Job creation latency of this JobSet
+// was not observed yet in this process, and marks it observed.
+func (e *writeExpectations) firstJobCreation(key string, uid types.UID) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.entry(key).creates[name] = uid
-}
-
-// expectDelete records that the Job with this name and UID was deleted.
-func (e *expectations) expectDelete(key, name string, uid types.UID) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.entry(key).deletes[name] = uid
-}
-
-// observe is called by the Job event handlers: an added Job satisfies a
-// pending create of its name, a deleted (or terminating) one a pending
-// delete. Objects that come and go between two syncs are thus still seen.
-func (e *expectations) observe(key string, job *batchv1.Job, gone bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.byKey[key]
-	if p == nil {
-		return
-	}
-	if uid, ok := p.creates[job.Name]; ok && (uid == "" || uid == job.UID) {
-		delete(p.creates, job.Name)
-	}
-	if gone {
-		if uid, ok := p.deletes[job.Name]; ok && (uid == "" || uid == job.UID) {
-			delete(p.deletes, job.Name)
-		}
-	}
-}
-
-// deletePending reports whether a delete of this Job was issued and not
-// yet observed.
-func (e *expectations) deletePending(key, name string, uid types.UID) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.byKey[key]
-	if p == nil {
+	if e.jobCreations[key] == uid {
 		return false
 	}
-	got, ok := p.deletes[name]
-	return ok && got == uid
+	e.jobCreations[key] = uid
+	return true
 }
 
 // forget drops every expectation of a JobSet.
-func (e *expectations) forget(key string) {
+func (e *writeExpectations) forget(key string) {
+	e.jobCreates.Forget(key)
+	e.jobDeletes.Forget(key)
+	e.status.Forget(key)
+	e.availability.Forget(key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	delete(e.byKey, key)
-	delete(e.floors, key)
-	delete(e.availability, key)
 	delete(e.jobCreations, key)
-}
-
-// satisfied drops the expectations the cache now reflects and reports
-// whether none remain. lookup returns the cached Job of that name or nil.
-func (e *expectations) satisfied(key string, lookup func(name string) *batchv1.Job) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p := e.byKey[key]
-	if p == nil {
-		return true
-	}
-	for name, uid := range p.creates {
-		if j := lookup(name); j != nil && (uid == "" || j.UID == uid) {
-			delete(p.creates, name)
-		}
-	}
-	for name, uid := range p.deletes {
-		j := lookup(name)
-		if j == nil || j.DeletionTimestamp != nil || (uid != "" && j.UID != uid) {
-			delete(p.deletes, name)
-		}
-	}
-	if len(p.creates) == 0 && len(p.deletes) == 0 {
-		delete(e.byKey, key)
-		return true
-	}
-	if e.clock.Since(p.since) > expectationsTimeout {
-		delete(e.byKey, key)
-		return true
-	}
-	return false
 }

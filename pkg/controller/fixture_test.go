@@ -124,7 +124,13 @@ func (fx *fixture) refresh() {
 	jl, _ := fx.kube.BatchV1().Jobs("").List(fx.ctx, metav1.ListOptions{})
 	items = nil
 	for i := range jl.Items {
-		items = append(items, &jl.Items[i])
+		// Trimmed as the informer's transform does: a sync must not read
+		// what the cache does not hold.
+		trimmed, err := trimObject(&jl.Items[i])
+		if err != nil {
+			fx.t.Fatal(err)
+		}
+		items = append(items, trimmed)
 	}
 	replace(fx.f.Kube.Batch().V1().Jobs().Informer(), items)
 
@@ -132,7 +138,7 @@ func (fx *fixture) refresh() {
 	items = nil
 	for i := range sl.Items {
 		items = append(items, &sl.Items[i])
-		fx.c.svcCreated.observe(&sl.Items[i]) // as the informer's handler does
+		observeCreated(fx.c.exp.services, &sl.Items[i]) // as the informer's handler does
 	}
 	replace(fx.f.Kube.Core().V1().Services().Informer(), items)
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
 )
@@ -27,11 +28,41 @@ func childSelector() string {
 	return labels.NewSelector().Add(*req).String()
 }
 
+// jobLabelsRead and jobAnnotationsRead are the only labels and
+// annotations of a Job that the controller and the placer read; the
+// cache keeps no others (upstream's labels are repeated as annotations,
+// and they made up half of a cached Job).
+var (
+	jobLabelsRead = map[string]bool{
+		jobset.JobSetNameKey: true, jobset.ReplicatedJobNameKey: true, jobset.JobIndexKey: true,
+		jobset.RestartsKey: true, jobset.JobRestartsKey: true,
+	}
+	jobAnnotationsRead = map[string]bool{
+		jobset.ExecutionAttemptKey: true, jobset.TemplateRevisionKey: true,
+		jobset.ExclusiveKey: true, jobset.NodeSelectorStrategyKey: true, jobset.TopologyDomainKey: true,
+	}
+)
+
+// keepOnly returns the entries of m whose keys are in keep (nil when none).
+func keepOnly(m map[string]string, keep map[string]bool) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if keep[k] {
+			if out == nil {
+				out = make(map[string]string, len(keep))
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // trimObject is the informer transform: it drops managed fields everywhere
-// and, of Jobs, the pod template, the selector and the pod failure and
-// success policies, keeping what the controller reads (metadata,
-// parallelism, completions, completionMode, suspend, status). A Job that is
-// edited is read from the API server first (resumeJob).
+// and, of Jobs, the pod template, the selector, the pod failure and
+// success policies and every label and annotation not read, keeping what
+// the controller reads (those labels and annotations, owner, parallelism,
+// completions, completionMode, suspend, status). A Job that is edited is
+// read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m := acc.GetObjectMeta(); m != nil {
@@ -40,6 +71,8 @@ func trimObject(obj interface{}) (interface{}, error) {
 	}
 	switch o := obj.(type) {
 	case *batchv1.Job:
+		o.Labels = keepOnly(o.Labels, jobLabelsRead)
+		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead)
 		o.Spec.Template = corev1.PodTemplateSpec{}
 		o.Spec.Selector = nil
 		o.Spec.PodFailurePolicy = nil
@@ -67,7 +100,7 @@ type Factories struct {
 // NewFactories builds label-filtered, trimmed informer factories.
 func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
 	sel := childSelector()
-	pods, nodes := placementFactories(kube, resync)
+	pods, nodes := placement.Factories(kube, resync)
 	return Factories{
 		PlacedPods:  pods,
 		Nodes:       nodes,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/placement"
 )
 
 // jobSetKind is the kind written into the owner references of child objects.
@@ -220,7 +221,7 @@ func constructJob(js *jobset.JobSet, layout *indexLayout, rj *jobset.ReplicatedJ
 	injectClaimVolumes(js, &job.Spec.Template.Spec)
 	applyNodeSelectorStrategy(job)
 	applyPriorityLabel(job, p.priority)
-	applyTopologyGate(job)
+	placement.GateJob(job)
 	applyInPlaceLabel(js, job)
 	return job
 }

@@ -284,8 +284,35 @@ func TestTrimObject(t *testing.T) {
 	if j.ManagedFields != nil || len(j.Spec.Template.Spec.Containers) != 0 || j.Spec.Template.Labels != nil || j.Spec.Selector != nil {
 		t.Fatalf("not trimmed: %+v", j)
 	}
-	if *j.Spec.Parallelism != 3 || !*j.Spec.Suspend || j.Status.Active != 2 || j.Labels["a"] != "b" {
+	if *j.Spec.Parallelism != 3 || !*j.Spec.Suspend || j.Status.Active != 2 {
 		t.Fatalf("trimmed too much: %+v", j)
+	}
+	if j.Labels != nil {
+		t.Fatalf("labels not read are kept: %v", j.Labels)
+	}
+
+	// A child Job keeps exactly the labels and annotations that are read.
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Annotations = map[string]string{jobset.ExclusiveKey: "rack"}
+	})
+	child := constructJob(js, newIndexLayout(js), &js.Spec.ReplicatedJobs[0], 1, jobParams{restarts: 2, templateRevision: "js-abc"})
+	out, _ = trimObject(child.DeepCopy())
+	j = out.(*batchv1.Job)
+	for key := range jobLabelsRead {
+		if j.Labels[key] != child.Labels[key] || child.Labels[key] == "" {
+			t.Errorf("label %s: %q, built %q", key, j.Labels[key], child.Labels[key])
+		}
+	}
+	if len(j.Labels) != len(jobLabelsRead) {
+		t.Errorf("labels kept %v", j.Labels)
+	}
+	for _, key := range []string{jobset.ExecutionAttemptKey, jobset.TemplateRevisionKey, jobset.ExclusiveKey} {
+		if j.Annotations[key] != child.Annotations[key] || child.Annotations[key] == "" {
+			t.Errorf("annotation %s: %q, built %q", key, j.Annotations[key], child.Annotations[key])
+		}
+	}
+	if _, ok := j.Annotations[jobset.JobKey]; ok || len(j.Annotations) >= len(child.Annotations) {
+		t.Errorf("annotations kept %v", j.Annotations)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -217,14 +216,13 @@ func orNone(name string) string {
 // ownedRevisions lists the cached ControllerRevisions the JobSet controls,
 // by name.
 func (c *Controller) ownedRevisions(js *jobset.JobSet) (map[string]*appsv1.ControllerRevision, error) {
-	sel := labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name})
-	list, err := c.revLister.ControllerRevisions(js.Namespace).List(sel)
+	list, err := c.revs.ByIndex(byJobSet, js.Namespace+"/"+js.Name)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]*appsv1.ControllerRevision, len(list))
-	for _, cr := range list {
-		if isOwnedBy(cr.OwnerReferences, js) {
+	for _, o := range list {
+		if cr, ok := o.(*appsv1.ControllerRevision); ok && isOwnedBy(cr.OwnerReferences, js) {
 			out[cr.Name] = cr
 		}
 	}
@@ -256,7 +254,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 		}
 		return wrapf(err, "renumbering template revision %s", name)
 	}
-	if c.revCreated.recent(js.Namespace, name) {
+	if c.exp.revisions.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind
 	}
 	cr := &appsv1.ControllerRevision{
@@ -272,7 +270,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 	_, err := api.Create(ctx, cr, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		c.revCreated.add(js.Namespace, name)
+		c.exp.revisions.Expect(js.Namespace, name, struct{}{})
 		return nil
 	case namespaceTerminating(err):
 		return nil

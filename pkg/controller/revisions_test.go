@@ -497,7 +497,7 @@ func TestRevisionNotCreatedTwiceWhileTheCacheIsBehind(t *testing.T) {
 	}
 	// Once the informer saw it (and it was deleted), it is created again.
 	cr := fx.revisions()[0]
-	fx.c.revCreated.observe(&cr)
+	observeCreated(fx.c.exp.revisions, &cr)
 	if err := fx.kube.AppsV1().ControllerRevisions(ns).Delete(fx.ctx, cr.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

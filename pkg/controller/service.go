@@ -52,12 +52,12 @@ func (c *Controller) ensureHeadlessService(ctx context.Context, js *jobset.JobSe
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
-	if c.svcCreated.recent(js.Namespace, name) {
+	if c.exp.services.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind
 	}
 	_, err = c.kube.CoreV1().Services(js.Namespace).Create(ctx, constructHeadlessService(js), metav1.CreateOptions{})
 	if err == nil {
-		c.svcCreated.add(js.Namespace, name)
+		c.exp.services.Expect(js.Namespace, name, struct{}{})
 	}
 	if err == nil || apierrors.IsAlreadyExists(err) || namespaceTerminating(err) {
 		return nil

@@ -21,20 +21,25 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
+// controllerMetricsURL is the base URL of the controller's plain-HTTP
+// metrics endpoint ("" when the cluster's env file does not say).
+func controllerMetricsURL() string {
+	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(line, "JOBSET_CONTROLLER_METRICS_PORT="); ok {
+			return "http://127.0.0.1:" + strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
 // controllerHeapMiB reads go_memstats_heap_inuse_bytes from the
 // controller's plain-HTTP /metrics (0 when it cannot).
 func controllerHeapMiB(b *testing.B) float64 {
-	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
-	if err != nil {
-		return 0
-	}
-	port := ""
-	for _, line := range strings.Split(string(env), "\n") {
-		if v, ok := strings.CutPrefix(line, "JOBSET_CONTROLLER_METRICS_PORT="); ok {
-			port = strings.TrimSpace(v)
-		}
-	}
-	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+	resp, err := http.Get(controllerMetricsURL() + "/metrics")
 	if err != nil {
 		b.Logf("scraping the controller: %v", err)
 		return 0
@@ -49,6 +54,31 @@ func controllerHeapMiB(b *testing.B) float64 {
 		}
 	}
 	return 0
+}
+
+// saveHeapProfile writes the controller's heap profile to
+// <cluster dir>/controller-heap-<name>.pprof when the controller serves
+// /debug/pprof (JOBSET_CONTROLLER_ARGS=--profiling); read it with
+// go tool pprof -sample_index=inuse_space _output/bin/jobset-controller <file>.
+func saveHeapProfile(b *testing.B, name string) {
+	resp, err := http.Get(controllerMetricsURL() + "/debug/pprof/heap")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	path := filepath.Join(cluster.LocalDir, "controller-heap-"+name+".pprof")
+	data, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	b.Logf("heap profile written to %s", path)
 }
 
 // createSettled creates JobSets first..first+n-1 of M Jobs (one pod each)
@@ -95,11 +125,14 @@ func BenchmarkMemory(b *testing.B) {
 	jobsets, perJobSet := envInt("BENCH_JOBSETS", 200), envInt("BENCH_JOBS_PER_JOBSET", 4)
 	for i := 0; i < b.N; i++ {
 		idleRSS, idleHeap := controllerRSSMiB(b), controllerHeapMiB(b)
+		saveHeapProfile(b, "idle")
 		ns := newNamespace(b, "memory")
 		createSettled(b, ns, 0, jobsets, perJobSet)
 		rss1, heap1 := controllerRSSMiB(b), controllerHeapMiB(b)
+		saveHeapProfile(b, "N")
 		createSettled(b, ns, jobsets, jobsets, perJobSet)
 		rss2, heap2 := controllerRSSMiB(b), controllerHeapMiB(b)
+		saveHeapProfile(b, "2N")
 		pods := float64(jobsets * perJobSet)
 		b.Logf("RSS %.1f → %.1f (%d pods) → %.1f MiB (%d pods); heap in use %.1f → %.1f → %.1f MiB",
 			idleRSS, rss1, jobsets*perJobSet, rss2, 2*jobsets*perJobSet, idleHeap, heap1, heap2)

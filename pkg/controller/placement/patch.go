@@ -1,8 +1,9 @@
-package controller
+package placement
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,10 @@ import (
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
+
+// eventAction is the events.k8s.io action of the placer's events, the
+// same as the controller's.
+const eventAction = "Reconciling"
 
 // jsonPatchOp is one RFC 6902 operation.
 type jsonPatchOp struct {
@@ -94,7 +99,7 @@ func pinOps(pod *corev1.Pod, key, domain string) []jsonPatchOp {
 // patchPod writes a pod and keeps the server's answer as the expected
 // state; a failed write forgets the expectation, so that the next pass
 // decides again from the cache.
-func (p *placer) patchPod(ctx context.Context, pod *corev1.Pod, ops []jsonPatchOp) error {
+func (p *Placer) patchPod(ctx context.Context, pod *corev1.Pod, ops []jsonPatchOp) error {
 	data, err := json.Marshal(ops)
 	if err != nil {
 		return err
@@ -103,26 +108,21 @@ func (p *placer) patchPod(ctx context.Context, pod *corev1.Pod, ops []jsonPatchO
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err != nil {
-		delete(p.podWrites, pod.UID)
+		p.podWrites.Drop(writesGroup, string(pod.UID))
+		p.mu.Lock()
 		delete(p.releasedAt, pod.UID)
-		return wrapf(err, "patching pod %s/%s", pod.Namespace, pod.Name)
+		p.mu.Unlock()
+		return fmt.Errorf("patching pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if w, ok := p.podWrites[got.UID]; ok {
-		w.pod = got
-		p.podWrites[got.UID] = w
-	}
+	p.podWrites.Update(writesGroup, string(got.UID), func(w podWrite) podWrite { w.pod = got; return w })
 	return nil
 }
 
 // expectPod remembers the state a planned write gives a pod until the
 // cache shows it (caughtUp), so that later passes build on it.
-func (p *placer) expectPod(intended *corev1.Pod, caughtUp func(cached *corev1.Pod) bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.podWrites[intended.UID] = podWrite{pod: intended, at: p.clock.Now(), caughtUp: caughtUp}
+func (p *Placer) expectPod(intended *corev1.Pod, caughtUp func(cached *corev1.Pod) bool) {
+	p.podWrites.Expect(writesGroup, string(intended.UID), podWrite{pod: intended, caughtUp: caughtUp})
 }
 
 func ungated(cached *corev1.Pod) bool { return !gated(cached) }
@@ -140,7 +140,7 @@ func withoutGate(pod *corev1.Pod) *corev1.Pod {
 }
 
 // planRelease lets a leader schedule into one of the domains.
-func (p *placer) planRelease(acts *actions, pod *corev1.Pod, key string, domains []string) {
+func (p *Placer) planRelease(acts *actions, pod *corev1.Pod, key string, domains []string) {
 	ops := releaseLeaderOps(pod, key, domains)
 	intended := withoutGate(pod)
 	intended.Spec.Affinity = restrictToDomains(pod, key, domains)
@@ -155,26 +155,24 @@ func (p *placer) planRelease(acts *actions, pod *corev1.Pod, key string, domains
 }
 
 // planPin sends a gated pod to its Job's domain.
-func (p *placer) planPin(acts *actions, pod *corev1.Pod, key, domain string) {
+func (p *Placer) planPin(acts *actions, pod *corev1.Pod, key, domain string) {
 	ops := pinOps(pod, key, domain)
 	intended := withoutGate(pod)
 	if intended.Spec.NodeSelector[key] == "" {
-		intended.Spec.NodeSelector = mergeInto(intended.Spec.NodeSelector, map[string]string{key: domain})
+		intended.Spec.NodeSelector = withEntry(intended.Spec.NodeSelector, key, domain)
 	}
 	p.expectPod(intended, ungated)
 	acts.add(func(ctx context.Context) error { return p.patchPod(ctx, pod, ops) })
 }
 
 // planRecord writes (or, with "", removes) a Job's recorded domain.
-func (p *placer) planRecord(acts *actions, j *placedJob, domain string) {
-	p.mu.Lock()
-	p.jobWrites[j.uid] = jobWrite{domain: domain, at: p.clock.Now()}
-	p.mu.Unlock()
+func (p *Placer) planRecord(acts *actions, j *placedJob, domain string) {
+	p.jobWrites.Expect(writesGroup, string(j.uid), domain)
 	acts.add(func(ctx context.Context) error { return p.recordDomain(ctx, j, domain) })
 }
 
 // recordDomain writes (or, with "", removes) the Job's domain annotation.
-func (p *placer) recordDomain(ctx context.Context, j *placedJob, domain string) error {
+func (p *Placer) recordDomain(ctx context.Context, j *placedJob, domain string) error {
 	var value any = domain
 	if domain == "" {
 		value = nil
@@ -190,25 +188,23 @@ func (p *placer) recordDomain(ctx context.Context, j *placedJob, domain string) 
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // the Job is gone or was replaced
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err != nil {
-		delete(p.jobWrites, j.uid)
-		return wrapf(err, "recording the topology domain of Job %s/%s", j.ns, j.name)
+		p.jobWrites.Drop(writesGroup, string(j.uid))
+		return fmt.Errorf("recording the topology domain of Job %s/%s: %w", j.ns, j.name, err)
 	}
-	p.jobWrites[j.uid] = jobWrite{domain: domain, at: p.clock.Now()}
+	p.jobWrites.Expect(writesGroup, string(j.uid), domain)
 	return nil
 }
 
 // disruptPods deletes pods after marking them with a DisruptionTarget
 // condition, as the pod disruption machinery does, so that pod failure
 // policies can tell this from a failure of the workload.
-func (p *placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, message string) {
+func (p *Placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, message string) {
 	if len(pods) == 0 {
 		return
 	}
 	if j.job != nil && p.recorder != nil {
-		p.recorder.Eventf(j.job, nil, corev1.EventTypeWarning, reasonMisplacedPodsDisrupted, EventAction,
+		p.recorder.Eventf(j.job, nil, corev1.EventTypeWarning, reasonMisplacedPodsDisrupted, eventAction,
 			"deleting %d pod(s): %s", len(pods), message)
 	}
 	for _, pod := range pods {
@@ -219,7 +215,7 @@ func (p *placer) disruptPods(acts *actions, j *placedJob, pods []*corev1.Pod, me
 	}
 }
 
-func (p *placer) disruptPod(ctx context.Context, pod *corev1.Pod, message string) error {
+func (p *Placer) disruptPod(ctx context.Context, pod *corev1.Pod, message string) error {
 	klog.FromContext(ctx).Info("Deleting misplaced pod", "pod", klog.KObj(pod), "reason", message)
 	cond, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
 		Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
@@ -241,10 +237,8 @@ func (p *placer) disruptPod(ctx context.Context, pod *corev1.Pod, message string
 		}
 	}
 	if err != nil {
-		p.mu.Lock()
-		delete(p.podWrites, pod.UID)
-		p.mu.Unlock()
-		return wrapf(err, "disrupting pod %s/%s", pod.Namespace, pod.Name)
+		p.podWrites.Drop(writesGroup, string(pod.UID))
+		return fmt.Errorf("disrupting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
 }

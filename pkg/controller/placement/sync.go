@@ -1,4 +1,4 @@
-package controller
+package placement
 
 import (
 	"context"
@@ -19,13 +19,15 @@ import (
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
 
-// Reasons of the TopologyPlacementPending condition.
+// The JobSet condition that reports placement, and its reasons.
 const (
-	conditionPlacementPending    = "TopologyPlacementPending"
-	reasonWaitingForDomain       = "WaitingForTopologyDomain"
-	reasonPlacementTimeout       = "TopologyPlacementTimeout"
-	reasonPlaced                 = "TopologyPlaced"
-	messagePlaced                = "every Job has a topology domain"
+	ConditionPending       = "TopologyPlacementPending"
+	ReasonWaitingForDomain = "WaitingForTopologyDomain"
+	ReasonTimeout          = "TopologyPlacementTimeout"
+	ReasonPlaced           = "TopologyPlaced"
+	MessagePlaced          = "every Job has a topology domain"
+	// reasonMisplacedPodsDisrupted is upstream's reason on the
+	// DisruptionTarget condition of a pod deleted for its placement.
 	reasonMisplacedPodsDisrupted = "ExclusivePlacementViolation"
 )
 
@@ -46,7 +48,7 @@ func (j *placedJob) active() bool {
 	if j.job == nil {
 		return len(j.live) > 0
 	}
-	return j.job.DeletionTimestamp == nil && jobFinished(j.job) == "" && !jobSuspended(j.job)
+	return j.job.DeletionTimestamp == nil && !finished(j.job) && !suspended(j.job)
 }
 
 // leader is the live pod of lowest completion index.
@@ -91,7 +93,7 @@ type topologyView struct {
 }
 
 // view reads the caches (and the writes they do not show yet) for one key.
-func (p *placer) view(key string) (*topologyView, error) {
+func (p *Placer) view(key string) (*topologyView, error) {
 	v := &topologyView{key: key, domains: sets.New[string](), nodeDomain: map[string]string{}}
 	nodes, err := p.nodeLister.List(labels.Everything())
 	if err != nil {
@@ -108,21 +110,14 @@ func (p *placer) view(key string) (*topologyView, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	byUID := map[types.UID]*placedJob{}
 	for _, o := range objs {
 		pod, ok := o.(*corev1.Pod)
 		if !ok {
 			continue
 		}
-		if w, ok := p.podWrites[pod.UID]; ok {
-			if !w.caughtUp(pod) && now.Sub(w.at) < overlayTTL {
-				pod = w.pod
-			} else {
-				delete(p.podWrites, pod.UID)
-			}
+		if w, pending := p.podWrites.Check(writesGroup, string(pod.UID), func(w podWrite) bool { return w.caughtUp(pod) }); pending {
+			pod = w.pod
 		}
 		ref := metav1.GetControllerOf(pod)
 		if ref == nil || ref.Kind != "Job" {
@@ -136,12 +131,9 @@ func (p *placer) view(key string) (*topologyView, error) {
 				j.job = job
 				j.created = job.CreationTimestamp.Time
 				j.recorded = job.Annotations[jobset.TopologyDomainKey]
-				if w, ok := p.jobWrites[job.UID]; ok {
-					if j.recorded != w.domain && now.Sub(w.at) < overlayTTL {
-						j.recorded = w.domain
-					} else {
-						delete(p.jobWrites, job.UID)
-					}
+				recorded := j.recorded
+				if d, pending := p.jobWrites.Check(writesGroup, string(job.UID), func(d string) bool { return d == recorded }); pending {
+					j.recorded = d
 				}
 			}
 			byUID[ref.UID] = j
@@ -174,12 +166,8 @@ func (p *placer) view(key string) (*topologyView, error) {
 		}
 		return ja.ns+"/"+ja.name < jb.ns+"/"+jb.name
 	})
-	// Writes older than the TTL for objects gone from the cache.
-	for uid, w := range p.podWrites {
-		if now.Sub(w.at) >= overlayTTL {
-			delete(p.podWrites, uid)
-		}
-	}
+	// Writes older than the TTL, of objects gone from the cache.
+	p.podWrites.Sweep()
 	return v, nil
 }
 
@@ -191,7 +179,7 @@ type holder struct {
 
 // sync runs one placement pass over a topology key and returns when the
 // key must be looked at again without an event (a leader's timeout).
-func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
+func (p *Placer) sync(ctx context.Context, key string) (time.Duration, error) {
 	v, err := p.view(key)
 	if err != nil {
 		return 0, err
@@ -199,7 +187,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 	logger := klog.FromContext(ctx).WithValues("topologyKey", key)
 	ctx = klog.NewContext(ctx, logger)
 	now := p.clock.Now()
-	waits := map[string]placementWait{}
+	waits := map[string]Wait{}
 	var acts actions
 	var requeue time.Duration
 	var holders []holder
@@ -235,7 +223,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 			if left := p.timeout - now.Sub(at); left > 0 {
 				requeue = minPositive(requeue, left)
 			} else {
-				addWait(waits, j.jsKey, reasonPlacementTimeout,
+				addWait(waits, j.jsKey, ReasonTimeout,
 					fmt.Sprintf("the first pod of a Job was not scheduled within %s in a free domain of node label %s", p.timeout, key))
 			}
 			continue
@@ -254,7 +242,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 	for i, j := range pending {
 		cand := candidateDomains(v.domains, holders, reserved, j.priority)
 		if len(cand) == 0 {
-			addWait(waits, j.jsKey, reasonWaitingForDomain,
+			addWait(waits, j.jsKey, ReasonWaitingForDomain,
 				fmt.Sprintf("Jobs wait for a free domain of node label %s", key))
 			continue
 		}
@@ -278,7 +266,7 @@ func (p *placer) sync(ctx context.Context, key string) (time.Duration, error) {
 
 // pinToSingleCandidate pins the gated pods of a Job whose leader may go to
 // one domain only: the domain is known before the leader is bound.
-func (p *placer) pinToSingleCandidate(acts *actions, key string, j *placedJob, allowed []string) {
+func (p *Placer) pinToSingleCandidate(acts *actions, key string, j *placedJob, allowed []string) {
 	if len(allowed) != 1 {
 		return
 	}
@@ -291,7 +279,7 @@ func (p *placer) pinToSingleCandidate(acts *actions, key string, j *placedJob, a
 
 // jobsWithoutPods counts the active exclusive Jobs of the key that have no
 // domain and no pod in the cache yet: they will want a domain soon.
-func (p *placer) jobsWithoutPods(key string, v *topologyView) int {
+func (p *Placer) jobsWithoutPods(key string, v *topologyView) int {
 	seen := map[types.UID]bool{}
 	for _, j := range v.jobs {
 		seen[j.uid] = true
@@ -309,7 +297,7 @@ func (p *placer) jobsWithoutPods(key string, v *topologyView) int {
 		if _, strategy := job.Annotations[jobset.NodeSelectorStrategyKey]; strategy {
 			continue
 		}
-		if job.DeletionTimestamp == nil && jobFinished(job) == "" && !jobSuspended(job) {
+		if job.DeletionTimestamp == nil && !finished(job) && !suspended(job) {
 			n++
 		}
 	}
@@ -319,11 +307,11 @@ func (p *placer) jobsWithoutPods(key string, v *topologyView) int {
 // addWait records why a JobSet waits; a timeout outranks waiting for a
 // domain. Messages name no Job, so that the condition (and its event)
 // changes once per wait, not whenever another Job is the first to wait.
-func addWait(waits map[string]placementWait, jsKey, reason, message string) {
-	if w, ok := waits[jsKey]; ok && (w.reason == reasonPlacementTimeout || reason != reasonPlacementTimeout) {
+func addWait(waits map[string]Wait, jsKey, reason, message string) {
+	if w, ok := waits[jsKey]; ok && (w.Reason == ReasonTimeout || reason != ReasonTimeout) {
 		return
 	}
-	waits[jsKey] = placementWait{reason: reason, message: message}
+	waits[jsKey] = Wait{Reason: reason, Message: message}
 }
 
 func minPositive(a, b time.Duration) time.Duration {
@@ -334,7 +322,7 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // forgetReleased drops release times of leaders that are bound or gone.
-func (p *placer) forgetReleased(v *topologyView) {
+func (p *Placer) forgetReleased(v *topologyView) {
 	inFlight := map[types.UID]bool{}
 	for _, j := range v.jobs {
 		if lead := j.leader(); lead != nil && j.domain == "" && !gated(lead) {
@@ -425,7 +413,7 @@ func duplicateHolders(jobs []*placedJob) map[types.UID]bool {
 
 // settle brings a Job that has a domain in line: the domain is recorded,
 // pods bound elsewhere are disrupted, gated pods are pinned and released.
-func (p *placer) settle(acts *actions, v *topologyView, j *placedJob) {
+func (p *Placer) settle(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != j.domain {
 		p.planRecord(acts, j, j.domain)
 	}
@@ -448,7 +436,7 @@ func (p *placer) settle(acts *actions, v *topologyView, j *placedJob) {
 // evictFromDomain takes a Job that wrongly shares a domain out of it: its
 // recorded domain is cleared and its bound pods are disrupted, so that its
 // replacement pods are placed again.
-func (p *placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
+func (p *Placer) evictFromDomain(acts *actions, v *topologyView, j *placedJob) {
 	if j.job != nil && j.recorded != "" {
 		p.planRecord(acts, j, "")
 	}
@@ -474,7 +462,7 @@ func (a *actions) add(fn func(context.Context) error) { *a = append(*a, fn) }
 // dispatch starts the writes, at most placementParallelism at once. A
 // failed write has forgotten its expectation; the key is retried with
 // backoff.
-func (p *placer) dispatch(ctx context.Context, key string, acts actions) {
+func (p *Placer) dispatch(ctx context.Context, key string, acts actions) {
 	for _, fn := range acts {
 		p.sem <- struct{}{}
 		p.inflight.Add(1)
