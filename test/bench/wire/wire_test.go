@@ -57,7 +57,12 @@ func TestMain(m *testing.M) {
 	if inProcess {
 		os.Exit(m.Run())
 	}
-	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench-wire", PortBase: 29600, Nodes: 1}, &cluster))
+	// The cluster's etcd runs without fsync (hack/local-up.sh); so does
+	// jobset-apiserver's embedded one here, so that JobSets and ConfigMaps
+	// are written with the same durability.
+	args := strings.TrimSpace(os.Getenv("JOBSET_APISERVER_ARGS") + " --embedded-etcd-unsafe-no-fsync")
+	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench-wire", PortBase: 29600, Nodes: 1,
+		Env: []string{"JOBSET_APISERVER_ARGS=" + args}}, &cluster))
 }
 
 // target is the server the comparisons run against.
@@ -241,6 +246,11 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	}
 	if tgt.builtins {
 		kinds = append(kinds, configMapKind(b, pbEnc, probe, jsPB))
+		direct := directJobSets(b)
+		kinds = append(kinds, createKind{"jobset-protobuf-direct", func(ctx context.Context, i int) error {
+			_, err := direct.JobsetV1alpha2().JobSets(ns).Create(ctx, benchJobSet(ns, fmt.Sprintf("direct-%06d", i)), metav1.CreateOptions{})
+			return err
+		}})
 	}
 
 	const round = 200
@@ -264,9 +274,32 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	b.ReportMetric(rate[1]/rate[0], "protobuf/json-rate")
 	b.ReportMetric(float64(jsPB), "jobset-protobuf-bytes")
 	b.ReportMetric(float64(jsJSON), "jobset-json-bytes")
-	if len(rate) == 3 {
+	if len(rate) == 4 {
 		b.ReportMetric(rate[1]/rate[2], "protobuf-jobset/configmap-rate")
+		b.ReportMetric(rate[1]/rate[3], "via-kube-apiserver/direct-rate")
 	}
+}
+
+// directJobSets is a protobuf client of jobset-apiserver itself, bypassing
+// kube-apiserver, as the cluster admin: it measures the aggregation hop.
+func directJobSets(b *testing.B) clientset.Interface {
+	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^JOBSET_APISERVER_PORT=(\d+)$`).FindSubmatch(env)
+	if m == nil {
+		b.Fatal("no JOBSET_APISERVER_PORT in the cluster's env file")
+	}
+	cfg := rest.CopyConfig(tgt.config)
+	cfg.Host = "https://127.0.0.1:" + string(m[1])
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf
+	c, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // configMapKind creates ConfigMaps in protobuf with the JobSet's labels and
