@@ -5,6 +5,10 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
+# fieldsv1string: managedFields are held interned (one copy per distinct
+# document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
+# cache about 5 KB per JobSet smaller (README "Protobuf").
+GO_BUILD_TAGS ?= fieldsv1string
 # Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench)
 # WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
@@ -22,7 +26,7 @@ help: ## Show the targets.
 
 build: ## Build jobset-apiserver and jobset-controller into _output/bin.
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -tags '$(GO_BUILD_TAGS)' -o $(BIN)/ ./cmd/...
 
 tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1, KEDA with WITH_KEDA=1).
 	hack/build-tools.sh

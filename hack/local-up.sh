@@ -205,7 +205,7 @@ case "${JOBSET}" in
     if [[ -d "${ROOT}/cmd/jobset-apiserver" ]]; then
       if [[ "${SKIP_BUILD}" != 1 ]]; then
         local::log "building jobset-apiserver and jobset-controller (go build ./cmd/...)"
-        (cd "${ROOT}" && GOWORK=off nice -n "${NICE:-10}" go build -o "${BIN_DIR}/" ./cmd/...) ||
+        (cd "${ROOT}" && GOWORK=off nice -n "${NICE:-10}" go build -tags fieldsv1string -o "${BIN_DIR}/" ./cmd/...) ||
           local::die "building ./cmd/... failed (JOBSET=0 starts the cluster without the JobSet components)"
       fi
       if [[ -x "${BIN_DIR}/jobset-apiserver" ]]; then

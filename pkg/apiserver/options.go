@@ -52,6 +52,9 @@ type Options struct {
 	// EmbeddedEtcdMaintenanceInterval is how often the embedded etcd's
 	// database is checked for defragmentation and a NOSPACE alarm.
 	EmbeddedEtcdMaintenanceInterval time.Duration
+	// EmbeddedEtcdUnsafeNoFsync turns off the embedded etcd's fsync, for
+	// test clusters whose etcd runs the same way.
+	EmbeddedEtcdUnsafeNoFsync bool
 
 	embeddedEtcd *embeddedetcd.Server
 	// standalone is set when no Kubernetes API is reachable: the server then
@@ -100,6 +103,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507, and /readyz fails) until enough is deleted; the alarm then clears by itself.")
 	fs.DurationVar(&o.EmbeddedEtcdMaintenanceInterval, "embedded-etcd-maintenance-interval", o.EmbeddedEtcdMaintenanceInterval,
 		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
+	fs.BoolVar(&o.EmbeddedEtcdUnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.EmbeddedEtcdUnsafeNoFsync,
+		"Unsafe: the embedded etcd does not fsync its writes (etcd's --unsafe-no-fsync), so a crash of the machine can lose acknowledged writes. For test clusters whose own etcd runs the same way.")
 }
 
 // Complete fills in what depends on other options and on the environment.
@@ -120,6 +125,7 @@ func (o *Options) Complete() error {
 			MaxRequestBytes:     o.EmbeddedEtcdMaxRequestBytes,
 			QuotaBackendBytes:   o.EmbeddedEtcdQuotaBackendBytes,
 			MaintenanceInterval: o.EmbeddedEtcdMaintenanceInterval,
+			UnsafeNoFsync:       o.EmbeddedEtcdUnsafeNoFsync,
 		})
 		if err != nil {
 			return err

@@ -35,6 +35,10 @@ type Config struct {
 	// MinDefragBytes is the smallest database worth defragmenting when
 	// mostly free (default 64 MiB); a raised NOSPACE alarm ignores it.
 	MinDefragBytes int64
+	// UnsafeNoFsync skips fsync on every write, as etcd's
+	// --unsafe-no-fsync: a crash of the machine (not of the process) can
+	// lose acknowledged writes. For throwaway test clusters only.
+	UnsafeNoFsync bool
 }
 
 // Defaults of Config, set deliberately rather than inherited.
@@ -44,6 +48,12 @@ const (
 	DefaultMaxRequestBytes = 3 * 512 * 1024
 	// DefaultQuotaBackendBytes is etcd's own default quota, 2 GiB.
 	DefaultQuotaBackendBytes = 2 * 1024 * 1024 * 1024
+	// snapshotCatchUpEntries is how many applied raft entries etcd keeps
+	// in memory after each in-memory snapshot. They serve only followers
+	// that fell behind, and a one-member cluster has none; etcd's default
+	// of 5,000 keeps the last 5,000 writes (each a whole JobSet) on the
+	// heap, about 40 MiB. The entries stay in the write-ahead log on disk.
+	snapshotCatchUpEntries = 100
 )
 
 // Server is a running embedded etcd.
@@ -92,6 +102,8 @@ func Start(cfg Config) (*Server, error) {
 	ec.LogLevel = "warn"
 	ec.MaxRequestBytes = uint(cfg.MaxRequestBytes)
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.SnapshotCatchUpEntries = snapshotCatchUpEntries
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	// Peers are never dialled in a one-member cluster, but etcd always
 	// listens for them, and whoever reaches that listener can append to
 	// the raft log. A socket in the private directory keeps it off the

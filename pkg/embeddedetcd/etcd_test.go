@@ -70,3 +70,52 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// The member keeps few raft entries in memory (it has no followers to send
+// them to), fsyncs unless told not to, and without fsync still keeps its
+// data across a clean restart.
+func TestRaftMemoryAndFsync(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.etcd.Server.Cfg.SnapshotCatchUpEntries; got != snapshotCatchUpEntries {
+		t.Errorf("SnapshotCatchUpEntries = %d, want %d", got, snapshotCatchUpEntries)
+	}
+	if s.etcd.Server.Cfg.UnsafeNoFsync {
+		t.Errorf("fsync is off by default")
+	}
+	s.Stop()
+
+	s, err = Start(Config{Dir: dir, UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.etcd.Server.Cfg.UnsafeNoFsync {
+		t.Errorf("UnsafeNoFsync did not reach etcd")
+	}
+	c := client(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "/registry/nofsync", "kept"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	c.Close()
+	s.Stop()
+
+	s, err = Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c = client(t, s)
+	defer c.Close()
+	resp, err := c.Get(ctx, "/registry/nofsync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "kept" {
+		t.Fatalf("value after restart = %v, want kept", resp.Kvs)
+	}
+}

@@ -57,7 +57,12 @@ func TestMain(m *testing.M) {
 	if inProcess {
 		os.Exit(m.Run())
 	}
-	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench-wire", PortBase: 29600, Nodes: 1}, &cluster))
+	// The cluster's etcd runs without fsync (hack/local-up.sh); so does
+	// jobset-apiserver's embedded one here, so that JobSets and ConfigMaps
+	// are written with the same durability.
+	args := strings.TrimSpace(os.Getenv("JOBSET_APISERVER_ARGS") + " --embedded-etcd-unsafe-no-fsync")
+	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench-wire", PortBase: 29600, Nodes: 1,
+		Env: []string{"JOBSET_APISERVER_ARGS=" + args}}, &cluster))
 }
 
 // target is the server the comparisons run against.
@@ -68,6 +73,8 @@ type target struct {
 	// pid is the API server's process; etcdURL its embedded etcd.
 	pid     func(b *testing.B) int
 	etcdURL func(b *testing.B) string
+	// direct is the API server's own address, without kube-apiserver.
+	direct func(b *testing.B) *rest.Config
 }
 
 func newTarget(b *testing.B) target {
@@ -75,7 +82,8 @@ func newTarget(b *testing.B) target {
 		var opts *apiserver.Options
 		s := framework.StartServerWithOptions(b, func(o *apiserver.Options) { opts = o })
 		return target{config: s.Config, pid: func(*testing.B) int { return os.Getpid() },
-			etcdURL: func(*testing.B) string { return opts.Recommended.Etcd.StorageConfig.Transport.ServerList[0] }}
+			etcdURL: func(*testing.B) string { return opts.Recommended.Etcd.StorageConfig.Transport.ServerList[0] },
+			direct:  func(*testing.B) *rest.Config { return s.Config }}
 	}
 	return target{config: cluster.Config, builtins: true,
 		pid: func(b *testing.B) int {
@@ -85,7 +93,7 @@ func newTarget(b *testing.B) target {
 			}
 			return pid
 		},
-		etcdURL: clusterEtcdURL}
+		etcdURL: clusterEtcdURL, direct: clusterDirect}
 }
 
 var tgt target
@@ -241,6 +249,11 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	}
 	if tgt.builtins {
 		kinds = append(kinds, configMapKind(b, pbEnc, probe, jsPB))
+		direct := directJobSets(b)
+		kinds = append(kinds, createKind{"jobset-protobuf-direct", func(ctx context.Context, i int) error {
+			_, err := direct.JobsetV1alpha2().JobSets(ns).Create(ctx, benchJobSet(ns, fmt.Sprintf("direct-%06d", i)), metav1.CreateOptions{})
+			return err
+		}})
 	}
 
 	const round = 200
@@ -264,9 +277,63 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	b.ReportMetric(rate[1]/rate[0], "protobuf/json-rate")
 	b.ReportMetric(float64(jsPB), "jobset-protobuf-bytes")
 	b.ReportMetric(float64(jsJSON), "jobset-json-bytes")
-	if len(rate) == 3 {
+	if len(rate) == 4 {
 		b.ReportMetric(rate[1]/rate[2], "protobuf-jobset/configmap-rate")
+		b.ReportMetric(rate[1]/rate[3], "via-kube-apiserver/direct-rate")
 	}
+}
+
+// directJobSets is a protobuf client of jobset-apiserver itself, bypassing
+// kube-apiserver, as the cluster admin: it measures the aggregation hop.
+func directJobSets(b *testing.B) clientset.Interface {
+	cfg := rest.CopyConfig(tgt.direct(b))
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf
+	c, err := clientset.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// clusterDirect is the admin's configuration for jobset-apiserver's own
+// port on the local cluster.
+func clusterDirect(b *testing.B) *rest.Config {
+	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^JOBSET_APISERVER_PORT=(\d+)$`).FindSubmatch(env)
+	if m == nil {
+		b.Fatal("no JOBSET_APISERVER_PORT in the cluster's env file")
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Host = "https://127.0.0.1:" + string(m[1])
+	return cfg
+}
+
+// liveHeapMiB is the API server's Go heap in use right after a forced
+// collection, from its /debug/pprof/heap (the process's whole heap: in
+// process, the benchmark's clients too).
+func liveHeapMiB(b *testing.B) float64 {
+	cfg := rest.CopyConfig(tgt.direct(b))
+	cfg.QPS, cfg.Burst = -1, 0
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").Param("debug", "1").DoRaw(ctx)
+	if err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`).FindSubmatch(data)
+	if m == nil {
+		b.Fatal("no HeapInuse in the heap profile")
+	}
+	n, _ := strconv.ParseFloat(string(m[1]), 64)
+	return n / (1 << 20)
 }
 
 // configMapKind creates ConfigMaps in protobuf with the JobSet's labels and
@@ -320,6 +387,8 @@ func clusterEtcdURL(b *testing.B) string {
 // stats are the server-side sizes benchList reports growth of.
 type stats struct {
 	rssMiB float64
+	// heapMiB is the Go heap in use after a forced collection.
+	heapMiB float64
 	// dbInUseMiB is etcd's database size in use; valueMiB the bytes of
 	// the stored JobSets' values.
 	dbInUseMiB, valueMiB float64
@@ -327,6 +396,7 @@ type stats struct {
 
 func serverStats(b *testing.B) stats {
 	var st stats
+	// RSS first: the forced collection of liveHeapMiB must not shrink it.
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tgt.pid(b)))
 	if err != nil {
 		b.Fatal(err)
@@ -337,6 +407,7 @@ func serverStats(b *testing.B) stats {
 			st.rssMiB = float64(kb) / 1024
 		}
 	}
+	st.heapMiB = liveHeapMiB(b)
 	url := tgt.etcdURL(b)
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -383,8 +454,8 @@ func benchList(b *testing.B, jsonEnc, pbEnc encoding) {
 				return err
 			})
 			st1 := serverStats(b)
-			b.Logf("%d JobSets created in %s; jobset-apiserver RSS %.0f -> %.0f MiB, etcd db in use %.1f -> %.1f MiB, JobSet values %.1f -> %.1f MiB",
-				n, took.Round(time.Millisecond), st0.rssMiB, st1.rssMiB, st0.dbInUseMiB, st1.dbInUseMiB, st0.valueMiB, st1.valueMiB)
+			b.Logf("%d JobSets created in %s; jobset-apiserver RSS %.0f -> %.0f MiB, live Go heap %.0f -> %.0f MiB, etcd db in use %.1f -> %.1f MiB, JobSet values %.1f -> %.1f MiB",
+				n, took.Round(time.Millisecond), st0.rssMiB, st1.rssMiB, st0.heapMiB, st1.heapMiB, st0.dbInUseMiB, st1.dbInUseMiB, st0.valueMiB, st1.valueMiB)
 			perThousand := func(v0, v1 float64) float64 { return (v1 - v0) * 1000 / float64(n) }
 
 			var lat [2]latencies
@@ -409,6 +480,7 @@ func benchList(b *testing.B, jsonEnc, pbEnc encoding) {
 			b.ReportMetric(float64(bytes[0])/(1<<20), "json-MiB")
 			b.ReportMetric(float64(bytes[1])/(1<<20), "protobuf-MiB")
 			b.ReportMetric(perThousand(st0.rssMiB, st1.rssMiB), "apiserver-RSS-MiB-per-1000")
+			b.ReportMetric(perThousand(st0.heapMiB, st1.heapMiB), "apiserver-live-heap-MiB-per-1000")
 			b.ReportMetric(perThousand(st0.dbInUseMiB, st1.dbInUseMiB), "etcd-db-in-use-MiB-per-1000")
 			b.ReportMetric(perThousand(st0.valueMiB, st1.valueMiB), "etcd-values-MiB-per-1000")
 		})

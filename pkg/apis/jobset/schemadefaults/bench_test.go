@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/generated/openapi"
@@ -141,4 +143,28 @@ func BenchmarkBuild(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		build(openapi.GetOpenAPIDefinitions, seedTypes())
 	}
+}
+
+// BenchmarkCheckJobTemplate: the required and enum check of a valid
+// template (the typed fast path) against the exact check on its JSON form.
+func BenchmarkCheckJobTemplate(b *testing.B) {
+	tmpl := validTemplate()
+	n := get().nodes[JobTemplateSpecDefinition]
+	b.Run("typed", func(b *testing.B) {
+		for range b.N {
+			if errs := CheckJobTemplate(tmpl, nil); len(errs) != 0 {
+				b.Fatal(errs)
+			}
+		}
+	})
+	b.Run("unstructured", func(b *testing.B) {
+		for range b.N {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tmpl)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var errs field.ErrorList
+			n.check(u, nil, &errs)
+		}
+	})
 }

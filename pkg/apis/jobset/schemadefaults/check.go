@@ -44,6 +44,9 @@ func checkAgainst(view *structural, root string, obj interface{}, p *field.Path)
 	if n == nil || obj == nil {
 		return nil
 	}
+	if n.clean(reflect.ValueOf(obj)) {
+		return nil
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		// Not reachable for values that came off the wire (see the

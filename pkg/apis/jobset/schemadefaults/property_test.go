@@ -14,6 +14,8 @@ import (
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
@@ -216,4 +218,85 @@ func TestPreCheckMatchesWalk(t *testing.T) {
 		t.Errorf("one-sided cases: %v", seen)
 	}
 	t.Logf("cases needing defaults: %d, not: %d", seen[true], seen[false])
+}
+
+// TestCleanMatchesCheck checks that the typed fast path of the required and
+// enum check never passes a value the exact check rejects, and that it does
+// pass the usual valid template (or the fast path would never be taken).
+func TestCleanMatchesCheck(t *testing.T) {
+	seen := map[bool]int{}
+	exact := func(t *testing.T, v *structural, root string, obj interface{}) {
+		t.Helper()
+		n := v.nodes[root]
+		fast := n.clean(reflect.ValueOf(obj))
+		var errs field.ErrorList
+		n.check(toUnstructured(t, obj), field.NewPath("x"), &errs)
+		if fast && len(errs) > 0 {
+			t.Fatalf("fast path passed what the exact check rejects (%v): %+v", errs, obj)
+		}
+		seen[fast]++
+	}
+	f := templateFiller(*propertySeed + 3)
+	for i := 0; i < *propertyIters; i++ {
+		tmpl := &batchv1.JobTemplateSpec{}
+		f.Fill(tmpl)
+		exact(t, get(), JobTemplateSpecDefinition, tmpl)
+		claim := &corev1.PersistentVolumeClaim{}
+		f.Fill(claim)
+		exact(t, get(), PersistentVolumeClaimDefinition, claim)
+	}
+	v := synView()
+	for i := 0; i < *propertyIters; i++ {
+		obj := &synRoot{}
+		f.Fill(obj)
+		exact(t, v, "syn.Root", obj)
+	}
+
+	valid := validTemplate()
+	if !get().nodes[JobTemplateSpecDefinition].clean(reflect.ValueOf(valid)) {
+		t.Errorf("a valid template does not take the fast path")
+	}
+	if errs := CheckJobTemplate(valid, field.NewPath("t")); len(errs) != 0 {
+		t.Errorf("valid template: %v", errs)
+	}
+	// Each kind of fault falls back to the exact check, which reports it.
+	faults := map[string]func(*batchv1.JobTemplateSpec){
+		"no containers":  func(t *batchv1.JobTemplateSpec) { t.Spec.Template.Spec.Containers = nil },
+		"bad protocol":   func(t *batchv1.JobTemplateSpec) { t.Spec.Template.Spec.Containers[0].Ports[0].Protocol = "SCTPX" },
+		"bad pull":       func(t *batchv1.JobTemplateSpec) { t.Spec.Template.Spec.Containers[0].ImagePullPolicy = "Sometimes" },
+		"bad restart":    func(t *batchv1.JobTemplateSpec) { t.Spec.Template.Spec.RestartPolicy = "Maybe" },
+		"bad completion": func(t *batchv1.JobTemplateSpec) { t.Spec.CompletionMode = ptr.To(batchv1.CompletionMode("Some")) },
+	}
+	for name, fault := range faults {
+		bad := validTemplate()
+		fault(bad)
+		if get().nodes[JobTemplateSpecDefinition].clean(reflect.ValueOf(bad)) {
+			t.Errorf("%s: took the fast path", name)
+		}
+		if errs := CheckJobTemplate(bad, field.NewPath("t")); len(errs) == 0 {
+			t.Errorf("%s: not reported", name)
+		}
+	}
+	t.Logf("fast path taken: %d, exact check: %d", seen[true], seen[false])
+}
+
+// validTemplate is a defaulted template of the usual shape.
+func validTemplate() *batchv1.JobTemplateSpec {
+	tmpl := &batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+		Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), CompletionMode: ptr.To(batchv1.IndexedCompletion),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "main", Image: "busybox", Command: []string{"sleep", "1"},
+				Env:   []corev1.EnvVar{{Name: "A", Value: "1"}},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/healthz", Port: intstr.FromInt32(8080)}}},
+			}},
+			Volumes: []corev1.Volume{{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
+		}},
+	}}
+	js := &v1alpha2.JobSet{Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{Name: "r", Replicas: ptr.To[int32](1), Template: *tmpl}}}}
+	v1alpha2.SetObjectDefaults_JobSet(js)
+	return &js.Spec.ReplicatedJobs[0].Template
 }

@@ -1,0 +1,5 @@
+//go:build fieldsv1string
+
+package main
+
+func init() { fieldsV1Interned = true }
