@@ -97,7 +97,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		// Recreate.
 		ns := newNamespace(b, "ip-recreate")
-		createJobSets(b, ns, groups, perJobSet, false)
+		createRestartJobSets(b, ns, groups, perJobSet, false)
 		waitPodCount(b, ns, total)
 		victims := onePodPerGroup(b, ns, groups, v1alpha2.RestartsKey+"=0")
 		start := time.Now()
@@ -108,7 +108,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 		ins := newNamespace(b, "ip-inplace")
 		ctx, cancel := context.WithCancel(context.Background())
 		agents := newPodAgents(ctx, ins)
-		createJobSets(b, ins, groups, perJobSet, true)
+		createRestartJobSets(b, ins, groups, perJobSet, true)
 		waitPodCount(b, ins, total)
 		list, err := cluster.Kube.CoreV1().Pods(ins).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
@@ -140,7 +140,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 	b.ReportMetric(inPlaceSum.Seconds()/recreateSum.Seconds(), "inplace/recreate")
 }
 
-func createJobSets(b *testing.B, ns string, groups, perJobSet int, inPlace bool) {
+func createRestartJobSets(b *testing.B, ns string, groups, perJobSet int, inPlace bool) {
 	b.Helper()
 	createParallel(b, groups, 16, func(k int) error {
 		spec := batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: podTemplate()}
