@@ -174,7 +174,7 @@ done
 if [[ -n "${CACHE}" && -d "${CACHE_ROOT}" ]]; then
   keep="${JOBSET_TOOLS_CACHE_KEEP:-2}"
   # shellcheck disable=SC2010,SC2012 # the names are our own hex hashes
-  ls -1t "${CACHE_ROOT}" | grep -E '^[0-9a-f]{16}$' | tail -n "+$((keep + 1))" | while read -r old; do
+  ls -1t "${CACHE_ROOT}" | { grep -E '^[0-9a-f]{16}$' || true; } | tail -n "+$((keep + 1))" | while read -r old; do
     [[ "${old}" != "${HASH}" ]] || continue
     echo "==> removing old cache entry ${CACHE_ROOT}/${old}"
     rm -rf "${CACHE_ROOT:?}/${old}"
@@ -182,7 +182,7 @@ if [[ -n "${CACHE}" && -d "${CACHE_ROOT}" ]]; then
   for mod in "${OPTIONAL_TOOL_MODULES[@]}"; do
     current="${mod}-$(tools::module_hash "${mod}")"
     # shellcheck disable=SC2010,SC2012 # the names are our own
-    ls -1t "${CACHE_ROOT}" | grep -E "^${mod}-[0-9a-f]{16}\$" | tail -n "+$((keep + 1))" | while read -r old; do
+    ls -1t "${CACHE_ROOT}" | { grep -E "^${mod}-[0-9a-f]{16}\$" || true; } | tail -n "+$((keep + 1))" | while read -r old; do
       [[ "${old}" != "${current}" ]] || continue
       echo "==> removing old cache entry ${CACHE_ROOT}/${old}"
       rm -rf "${CACHE_ROOT:?}/${old}"
