@@ -40,21 +40,14 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	// Its own directory and ports, so that a developer's `make run` can stay up.
-	c, err := localcluster.Start(localcluster.Options{Prefix: "E2E_", Dir: "_output/e2e", PortBase: 28400, Nodes: 16})
-	defer c.Stop()
-	stack = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cluster.root, cluster.localDir = c.Root, c.LocalDir
-	cluster.kubeconfig, cluster.kubectl = c.Kubeconfig, c.KubectlBin
-	cluster.config, cluster.kube, cluster.jobsets = c.Config, c.Kube, c.JobSets
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", cluster.localDir)
-	}
-	return code
+	o := localcluster.Options{Prefix: "E2E_", Dir: "_output/e2e", PortBase: 28400, Nodes: 16}
+	return localcluster.RunTests(m, o, func(c *localcluster.Cluster) error {
+		stack = c
+		cluster.root, cluster.localDir = c.Root, c.LocalDir
+		cluster.kubeconfig, cluster.kubectl = c.Kubeconfig, c.KubectlBin
+		cluster.config, cluster.kube, cluster.jobsets = c.Config, c.Kube, c.JobSets
+		return nil
+	})
 }
 
 // kubectl runs kubectl against the cluster and returns its output; it fails

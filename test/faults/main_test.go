@@ -47,29 +47,21 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	c, err := localcluster.Start(localcluster.Options{
+	o := localcluster.Options{
 		Prefix: "FAULTS_", Dir: "_output/faults", PortBase: 23400, Nodes: 8,
 		APIServers: 2, Controllers: 2,
 		Env: []string{fmt.Sprintf("JOBSET_CONTROLLER_ARGS=--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s",
 			leaseDuration, renewDeadline, retryPeriod)},
-	})
-	defer c.Stop()
-	cl = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
 	}
-	for _, name := range restartable {
-		p, err := c.Process(name)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "the faults cluster lacks %s: %v\n", name, err)
-			return 1
+	return localcluster.RunTests(m, o, func(c *localcluster.Cluster) error {
+		cl = c
+		for _, name := range restartable {
+			p, err := c.Process(name)
+			if err != nil {
+				return fmt.Errorf("the faults cluster lacks %s: %w", name, err)
+			}
+			templates[name] = p
 		}
-		templates[name] = p
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", c.LocalDir)
-	}
-	return code
+		return nil
+	})
 }

@@ -50,26 +50,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := localcluster.Start(localcluster.Options{Prefix: "MIGRATION_", Dir: "_output/migration", PortBase: 29400, Nodes: 4})
-	defer c.Stop()
-	stack = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if upstreamClient, err = upstream.NewForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", c.LocalDir)
-	}
-	return code
+	o := localcluster.Options{Prefix: "MIGRATION_", Dir: "_output/migration", PortBase: 29400, Nodes: 4}
+	return localcluster.RunTests(m, o, func(c *localcluster.Cluster) (err error) {
+		stack = c
+		if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
+			return err
+		}
+		upstreamClient, err = upstream.NewForConfig(c.Config)
+		return err
+	})
 }
 
 // prepare builds jobset-migrate and finds upstream's CRD manifest in the

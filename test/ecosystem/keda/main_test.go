@@ -32,25 +32,15 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	c, err := localcluster.Start(localcluster.Options{
+	o := localcluster.Options{
 		Prefix: "KEDA_", Dir: "_output/keda", PortBase: 21400, Nodes: 4,
 		Env: []string{"WITH_KEDA=1"},
+	}
+	return localcluster.RunTests(m, o, func(c *localcluster.Cluster) (err error) {
+		stack = c
+		dyn, err = dynamic.NewForConfig(c.Config)
+		return err
 	})
-	defer c.Stop()
-	stack = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", c.LocalDir)
-	}
-	return code
 }
 
 // kubectl runs kubectl against the cluster; it fails the test when kubectl fails.

@@ -9,7 +9,6 @@
 package trainer
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -30,30 +29,19 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	c, err := localcluster.Start(localcluster.Options{
+	o := localcluster.Options{
 		Prefix:   "TRAINER_",
 		Dir:      "_output/trainer",
 		PortBase: 22400,
 		Nodes:    4,
 		Env:      []string{"WITH_TRAINER=1"},
+	}
+	return localcluster.RunTests(m, o, func(c *localcluster.Cluster) (err error) {
+		stack = c
+		if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
+			return err
+		}
+		disc, err = discovery.NewDiscoveryClientForConfig(c.Config)
+		return err
 	})
-	defer c.Stop()
-	stack = c
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if dyn, err = dynamic.NewForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if disc, err = discovery.NewDiscoveryClientForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs are in %s/logs\n", c.LocalDir)
-	}
-	return code
 }
