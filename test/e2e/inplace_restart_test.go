@@ -261,6 +261,10 @@ func sortedNames(m map[string]podState) []string {
 // barrier holds while one agent is down and survives an agent crashing at
 // it, and maxRestarts ends the JobSet.
 func TestInPlaceRestart(t *testing.T) {
+	// Parallel tests run after the serial ones, among them those that read
+	// the controller's process-wide counters (TestInterruptionMetrics): a
+	// restart of this test's JobSet must not land in their window.
+	t.Parallel()
 	ns := namespace(t)
 	createJobSet(t, inPlaceJobSet(ns, "ip", 2))
 	a := startAgents(t, ns, "ip")
@@ -364,6 +368,10 @@ func TestInPlaceRestart(t *testing.T) {
 // place; the JobSet recreates its Jobs and the new pods start at the next
 // attempt.
 func TestInPlaceRestartLostPodRecreates(t *testing.T) {
+	// Parallel tests run after the serial ones, among them those that read
+	// the controller's process-wide counters (TestInterruptionMetrics): a
+	// restart of this test's JobSet must not land in their window.
+	t.Parallel()
 	ns := namespace(t)
 	createJobSet(t, inPlaceJobSet(ns, "lost", 3))
 	startAgents(t, ns, "lost")
