@@ -86,7 +86,12 @@ SOAK_DURATION ?= 10m
 soak: build tools ## The soak for SOAK_DURATION (default 10m); its figures go to _output/faults/soak-report.md.
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test $(GO_TEST_FLAGS) -run '^TestSoak$$' -timeout 60m -v ./test/faults/... 2>&1 | tee _output/soak.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go|^ +[-|#]'; exit $${PIPESTATUS[0]}
 
-test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own (make test-keda is run on its own, see README "Tests").
+test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own (KEDA's suite when KEDA is built or cached).
+	@if hack/build-tools.sh --available keda-operator keda-adapter; then \
+		$(MAKE) test-keda; \
+	else \
+		echo "test-ecosystem: KEDA is neither built nor cached, so its suite is left to 'make test-keda' (its first build takes longer than CI can wait)"; \
+	fi
 
 test-trainer: build tools ## Kubeflow Trainer (built from hack/tools/trainer) creating JobSets by server-side apply.
 	hack/build-tools.sh trainer-controller-manager

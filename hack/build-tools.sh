@@ -18,7 +18,7 @@
 # trainer-controller-manager of hack/tools/trainer) are built only when named; each such module is hashed and cached on its own
 # (${JOBSET_TOOLS_CACHE}/<module>-<hash>/), so it never invalidates the others.
 #
-# Usage: hack/build-tools.sh [name ...]   (default: the control plane)
+# Usage: hack/build-tools.sh [--available] [name ...]   (default: the control plane)
 # Env:   OUTPUT_BIN (default _output/bin), JOBSET_TOOLS_CACHE,
 #        JOBSET_TOOLS_CACHE_KEEP (default 2), NICE (default 10)
 set -euo pipefail
@@ -41,6 +41,13 @@ if [[ "${CACHE_ROOT}" != "off" ]]; then
 fi
 mkdir -p "${OUT}/.stamps"
 
+# --available: build nothing; exit 0 when every named tool is built or cached
+# (so that taking it costs no compile), 1 otherwise.
+available_only=0
+if [[ "${1:-}" == --available ]]; then
+  available_only=1
+  shift
+fi
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=("${ALL_TOOLS[@]}" localtool)
 
@@ -99,6 +106,17 @@ localtool_hash() {
     [[ "${f}" == *_test.go ]] || cat "${f}"
   done | sha256sum | cut -c1-16
 }
+
+if [[ ${available_only} == 1 ]]; then
+  for t in "${wanted[@]}"; do
+    read -r mod _ <<<"$(module_of "${t}")"
+    h="$(hash_of "${mod}")"
+    [[ "${t}" == localtool ]] && h="$(localtool_hash)"
+    cache="$(cache_of "${mod}")"
+    up_to_date "${t}" "${h}" || [[ "${t}" != localtool && -n "${cache}" && -x "${cache}/${t}" ]] || exit 1
+  done
+  exit 0
+fi
 
 declare -A todo=()   # module -> "tool tool ..."
 for t in "${wanted[@]}"; do

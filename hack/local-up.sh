@@ -783,10 +783,12 @@ trainer_webhooks() {
   kubectl kustomize "${dir}"
 }
 
-trainer_crds_established() {
+# crds_established <crd ...>: whether every named CRD is Established. (kubectl
+# wait fails at once on a CRD that has no conditions yet, so poll instead.)
+crds_established() {
   local c
-  for c in trainjobs trainingruntimes clustertrainingruntimes; do
-    [[ "$(kubectl get crd "${c}.trainer.kubeflow.org" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]] || return 1
+  for c in "$@"; do
+    [[ "$(kubectl get crd "${c}" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]] || return 1
   done
 }
 
@@ -800,7 +802,8 @@ if [[ ${WITH_TRAINER} == 1 ]]; then
   local::log "Kubeflow Trainer ${TRAINER_VERSION}: CRDs, RBAC and webhooks from ${TRAINER_MANIFESTS}"
   # The CRDs are too large for the last-applied annotation of client-side apply.
   kubectl apply --server-side --force-conflicts -k "${TRAINER_MANIFESTS}/base/crds" >/dev/null
-  wait_for kube-apiserver "Trainer's CRDs Established" trainer_crds_established
+  wait_for kube-apiserver "Trainer's CRDs Established" crds_established \
+    trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org clustertrainingruntimes.trainer.kubeflow.org
   kubectl apply -f "${TRAINER_MANIFESTS}/base/rbac/role.yaml" >/dev/null
   render trainer.yaml | kubectl apply -f - >/dev/null
   trainer_webhooks "${LOCAL_DIR}/trainer/webhook" | kubectl apply -f - >/dev/null
@@ -833,7 +836,7 @@ if [[ ${WITH_KEDA} == 1 ]]; then
   local::log "installing KEDA's CRDs from ${keda_dir}/config/crd/bases"
   # Server-side apply: the ScaledJob CRD is too large for the last-applied annotation.
   kubectl apply --server-side --force-conflicts -f "${keda_dir}/config/crd/bases" >/dev/null
-  kubectl wait --for=condition=Established --timeout="${WAIT_TIMEOUT}s" crd/scaledobjects.keda.sh crd/scaledjobs.keda.sh >/dev/null
+  wait_for kube-apiserver "KEDA's CRDs Established" crds_established scaledobjects.keda.sh scaledjobs.keda.sh
   kubectl apply -f "${ROOT}/artifacts/local/keda-rbac.yaml" >/dev/null
   # KEDA reads its settings from the environment it would have in a pod
   # (all namespaces watched, its own namespace keda); controller-runtime takes
