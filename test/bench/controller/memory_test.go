@@ -11,11 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -97,23 +95,7 @@ func createSettled(b *testing.B, ns string, first, n, perJobSet int) {
 		_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(), js, metav1.CreateOptions{})
 		return err
 	})
-	want := first + n
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 20*time.Minute, true,
-		func(ctx context.Context) (bool, error) {
-			list, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).List(ctx, metav1.ListOptions{})
-			if err != nil || len(list.Items) != want {
-				return false, nil
-			}
-			for _, js := range list.Items {
-				if len(js.Status.ReplicatedJobsStatus) != 1 || js.Status.ReplicatedJobsStatus[0].Ready != int32(perJobSet) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-	if err != nil {
-		b.Fatalf("waiting for %d JobSets to have all Jobs ready: %v", want, err)
-	}
+	waitAllReady(b, ns, first+n, perJobSet)
 }
 
 // BenchmarkMemory: the controller's RSS (and Go heap in use) idle, then
