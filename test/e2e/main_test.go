@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -74,10 +73,7 @@ func kubectlIn(stdin string, args ...string) (string, error) {
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond)
-	if err != nil {
-		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-	}
+	localcluster.Eventually(t, timeout, what, cond)
 }
 
 // namespace creates a namespace for one test and deletes it afterwards.

@@ -30,25 +30,13 @@ const failLabel = "pod-fail.stage.kwok.x-k8s.io"
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-	}
+	localcluster.Eventually(t, timeout, what, cond)
 }
 
 // namespace creates a namespace for one test and deletes it afterwards.
 func namespace(t *testing.T, name string) string {
 	t.Helper()
-	name = fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%100000)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := cl.Kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() || os.Getenv("FAULTS_KEEP_CLUSTER") != "1" {
-			_ = cl.Kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
-	return name
+	return cl.Namespace(t, name)
 }
 
 // jobSet builds a JobSet of one Indexed replicatedJob "w" with `replicas`

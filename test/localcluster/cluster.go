@@ -56,6 +56,8 @@ type Cluster struct {
 
 	env  []string
 	keep bool
+	// keepFailed: <Prefix>KEEP_CLUSTER=1 also keeps what a failed test left.
+	keepFailed bool
 }
 
 // RepoRoot is the root of this checkout.
@@ -73,6 +75,7 @@ func Start(o Options) (*Cluster, error) {
 	c.Kubeconfig = filepath.Join(c.LocalDir, "kubeconfig")
 	c.KubectlBin = filepath.Join(root, "_output", "bin", "kubectl")
 	c.keep = os.Getenv(o.Prefix+"KEEP_CLUSTER") == "1"
+	c.keepFailed = c.keep
 	c.env = append(os.Environ(),
 		"LOCAL_DIR="+c.LocalDir,
 		"PORT_BASE="+envOr(o.Prefix+"PORT_BASE", fmt.Sprint(o.PortBase)),

@@ -10,13 +10,11 @@ package keda
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nativejobset/jobset/test/localcluster"
@@ -56,9 +54,7 @@ func kubectl(t *testing.T, args ...string) string {
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-	}
+	localcluster.Eventually(t, timeout, what, cond)
 }
 
 // namespace creates a namespace for one test and deletes it afterwards.
@@ -68,12 +64,5 @@ func namespace(t *testing.T) string {
 	if len(name) > 50 {
 		name = name[:50]
 	}
-	name = strings.Trim(name, "-") + "-" + fmt.Sprint(time.Now().UnixNano()%100000)
-	kubectl(t, "create", "namespace", name)
-	t.Cleanup(func() {
-		if !t.Failed() || os.Getenv("KEDA_KEEP_CLUSTER") != "1" {
-			_, _ = stack.Kubectl("", "delete", "namespace", name, "--wait=false")
-		}
-	})
-	return name
+	return stack.Namespace(t, strings.Trim(name, "-"))
 }
