@@ -110,6 +110,7 @@ type Controller struct {
 	parallelism int
 	placer      placer
 	inplace     *inPlaceTracker
+	failedPods  *failedPodTracker
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -242,6 +243,14 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 			return nil, err
 		}
 		c.inplace = t
+		c.synced = append(c.synced, tSynced)
+	}
+	if f.FailedPods != nil {
+		t, tSynced, err := newFailedPodTracker(f.FailedPods, c.queue.Add)
+		if err != nil {
+			return nil, err
+		}
+		c.failedPods = t
 		c.synced = append(c.synced, tSynced)
 	}
 	return c, nil
@@ -396,7 +405,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		logger.V(4).Info("Waiting for the Job cache to catch up")
 		return expectationsRetry, nil
 	}
-	return c.reconcile(ctx, key, js, owned)
+	return c.reconcile(ctx, key, js, c.withEarlyFailures(owned))
 }
 
 // byJobSet indexes children by namespace/jobset-name label.

@@ -155,6 +155,21 @@ func (fx *fixture) refresh() {
 		items = append(items, &rl.Items[i])
 	}
 	replace(fx.f.Kube.Apps().V1().ControllerRevisions().Informer(), items)
+
+	// The failed-pod informer's field selector, which the fake clients do
+	// not apply.
+	podl, _ := fx.kube.CoreV1().Pods("").List(fx.ctx, metav1.ListOptions{})
+	items = nil
+	for i := range podl.Items {
+		if podl.Items[i].Status.Phase == corev1.PodFailed && podl.Items[i].Labels[jobset.JobSetNameKey] != "" {
+			trimmed, err := trimFailedPod(&podl.Items[i])
+			if err != nil {
+				fx.t.Fatal(err)
+			}
+			items = append(items, trimmed)
+		}
+	}
+	replace(fx.f.FailedPods.Core().V1().Pods().Informer(), items)
 }
 
 // sync refreshes the caches and syncs one JobSet.

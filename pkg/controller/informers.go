@@ -61,7 +61,8 @@ func keepOnly(m map[string]string, keep map[string]bool) map[string]string {
 // and, of Jobs, the pod template, the selector, the pod failure and
 // success policies and every label and annotation not read, keeping what
 // the controller reads (those labels and annotations, owner, parallelism,
-// completions, completionMode, suspend, status). A Job that is edited is
+// completions, completionMode, suspend, backoff limits, status; a pod
+// failure policy becomes a marker of its presence). A Job that is edited is
 // read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
@@ -75,7 +76,9 @@ func trimObject(obj interface{}) (interface{}, error) {
 		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead)
 		o.Spec.Template = corev1.PodTemplateSpec{}
 		o.Spec.Selector = nil
-		o.Spec.PodFailurePolicy = nil
+		if o.Spec.PodFailurePolicy != nil {
+			o.Spec.PodFailurePolicy = hasPodFailurePolicy
+		}
 		o.Spec.SuccessPolicy = nil
 	case *corev1.Service:
 		// Only its existence and owner are read.
@@ -95,6 +98,8 @@ type Factories struct {
 	Nodes      informers.SharedInformerFactory
 	// InPlacePods (pods of InPlaceRestart JobSets) feed in-place restarts.
 	InPlacePods informers.SharedInformerFactory
+	// FailedPods (failed pods of JobSets) feed early failure detection.
+	FailedPods informers.SharedInformerFactory
 }
 
 // NewFactories builds label-filtered, trimmed informer factories.
@@ -105,6 +110,7 @@ func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time
 		PlacedPods:  pods,
 		Nodes:       nodes,
 		InPlacePods: inPlacePodsFactory(kube, resync),
+		FailedPods:  failedPodsFactory(kube, resync),
 		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
 			informers.WithTransform(trimObject)),
@@ -122,6 +128,9 @@ func (f Factories) Start(stop <-chan struct{}) {
 	if f.InPlacePods != nil {
 		f.InPlacePods.Start(stop)
 	}
+	if f.FailedPods != nil {
+		f.FailedPods.Start(stop)
+	}
 }
 
 // Shutdown waits for the informers to stop.
@@ -132,6 +141,9 @@ func (f Factories) Shutdown() {
 	f.Nodes.Shutdown()
 	if f.InPlacePods != nil {
 		f.InPlacePods.Shutdown()
+	}
+	if f.FailedPods != nil {
+		f.FailedPods.Shutdown()
 	}
 }
 
