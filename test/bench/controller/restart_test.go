@@ -164,25 +164,35 @@ func startTracer(b *testing.B, ns string) *tracer {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tracer{steps: map[string]map[string]time.Time{}, cancel: cancel}
+	// Each watch is opened again when the server ends it, so that a long
+	// restart is traced to its end (a watch without resourceVersion starts
+	// with the objects that exist, which only repeats steps already seen).
 	open := func(w func(context.Context) (watch.Interface, error), note func(watch.Event)) {
-		wi, err := w(ctx)
-		if err != nil {
-			b.Fatalf("trace watch: %v", err)
-		}
 		t.done.Add(1)
 		go func() {
 			defer t.done.Done()
-			defer wi.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-wi.ResultChan():
-					if !ok {
-						return
+			for ctx.Err() == nil {
+				wi, err := w(ctx)
+				if err != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
 					}
-					note(ev)
+					continue
 				}
+				for open := true; open; {
+					select {
+					case <-ctx.Done():
+						open = false
+					case ev, ok := <-wi.ResultChan():
+						if !ok {
+							open = false
+						} else if ev.Type != watch.Error {
+							note(ev)
+						}
+					}
+				}
+				wi.Stop()
 			}
 		}()
 	}
@@ -200,6 +210,9 @@ func startTracer(b *testing.B, ns string) *tracer {
 			t.note("pod "+attempt+" gone", id)
 		case p.DeletionTimestamp != nil:
 			t.note("pod "+attempt+" deleting", id)
+			if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+				t.note("pod "+attempt+" terminated after deletion", id)
+			}
 		case p.Status.Phase == corev1.PodFailed:
 			t.note("pod "+attempt+" failed", id)
 		case ev.Type == watch.Added:
