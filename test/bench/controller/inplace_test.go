@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -29,12 +30,11 @@ import (
 // containers), restarting it as the kubelet would restart its container:
 // through the kwok in-place restart stage.
 type podAgents struct {
-	kube kubernetes.Interface
-	js   versioned.Interface
-	ns   string
-	ctx  context.Context
+	ns  string
+	ctx context.Context
 
 	mu      sync.Mutex
+	clients map[string]agentClients
 	running map[string]context.CancelFunc
 	tr      *tracer // when set, the agents' decisions go into the timeline
 }
@@ -62,10 +62,28 @@ func (a *podAgents) logf(pod string) func(string, ...any) {
 }
 
 func newPodAgents(ctx context.Context, ns string) *podAgents {
+	return &podAgents{ns: ns, ctx: ctx, clients: map[string]agentClients{}, running: map[string]context.CancelFunc{}}
+}
+
+// agentClients are one pod's clients. Each pod's agent is a process of
+// its own in a real cluster, with its own connection and no rate limit
+// shared with other pods: a Dial of its own keeps client-go from sharing
+// one cached transport (and one HTTP/2 connection) among all the agents.
+type agentClients struct {
+	kube kubernetes.Interface
+	js   versioned.Interface
+}
+
+func (a *podAgents) clientsOf(pod string) agentClients {
+	if c, ok := a.clients[pod]; ok {
+		return c
+	}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = -1, 0
-	return &podAgents{kube: kubernetes.NewForConfigOrDie(cfg), js: versioned.NewForConfigOrDie(cfg), ns: ns, ctx: ctx,
-		running: map[string]context.CancelFunc{}}
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	c := agentClients{kube: kubernetes.NewForConfigOrDie(cfg), js: versioned.NewForConfigOrDie(cfg)}
+	a.clients[pod] = c
+	return c
 }
 
 // start runs the agent of a pod: run, restart in place when told, again.
@@ -77,15 +95,16 @@ func (a *podAgents) start(pod, jobSet string) {
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	a.running[pod] = cancel
+	c := a.clientsOf(pod)
 	cfg := inplaceagent.Config{Namespace: a.ns, PodName: pod, JobSet: jobSet, RestartExitCode: 1,
 		LiftBarrier: func() {}, Logf: a.logf(pod)}
 	go func() {
 		for ctx.Err() == nil {
-			code := inplaceagent.New(cfg, a.kube, a.js).Run(ctx)
+			code := inplaceagent.New(cfg, c.kube, c.js).Run(ctx)
 			if ctx.Err() != nil {
 				return
 			}
-			_ = inplaceagent.SignalExit(ctx, a.kube, a.ns, pod, code)
+			_ = inplaceagent.SignalExit(ctx, c.kube, a.ns, pod, code)
 		}
 	}()
 }
@@ -98,8 +117,9 @@ func (a *podAgents) crash(pod, jobSet string) error {
 		cancel()
 	}
 	delete(a.running, pod)
+	c := a.clientsOf(pod)
 	a.mu.Unlock()
-	if err := inplaceagent.SignalExit(a.ctx, a.kube, a.ns, pod, 3); err != nil {
+	if err := inplaceagent.SignalExit(a.ctx, c.kube, a.ns, pod, 3); err != nil {
 		return err
 	}
 	a.start(pod, jobSet)
