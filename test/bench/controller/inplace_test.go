@@ -34,7 +34,6 @@ type podAgents struct {
 	ctx context.Context
 
 	mu      sync.Mutex
-	clients map[string]agentClients
 	running map[string]context.CancelFunc
 	tr      *tracer // when set, the agents' decisions go into the timeline
 }
@@ -62,28 +61,38 @@ func (a *podAgents) logf(pod string) func(string, ...any) {
 }
 
 func newPodAgents(ctx context.Context, ns string) *podAgents {
-	return &podAgents{ns: ns, ctx: ctx, clients: map[string]agentClients{}, running: map[string]context.CancelFunc{}}
+	return &podAgents{ns: ns, ctx: ctx, running: map[string]context.CancelFunc{}}
 }
 
-// agentClients are one pod's clients. Each pod's agent is a process of
-// its own in a real cluster, with its own connection and no rate limit
-// shared with other pods: a Dial of its own keeps client-go from sharing
-// one cached transport (and one HTTP/2 connection) among all the agents.
+// agentClients are the clients of one agent process. In a real cluster
+// each start of an agent is a new process: its own connection, no rate
+// limit shared with other pods, nothing kept from the previous start. A
+// Dial of its own keeps client-go from sharing one cached transport (and
+// one HTTP/2 connection) among agents or across starts; close drops the
+// connection when the simulated process ends.
 type agentClients struct {
-	kube kubernetes.Interface
-	js   versioned.Interface
+	kube  kubernetes.Interface
+	js    versioned.Interface
+	close func()
 }
 
-func (a *podAgents) clientsOf(pod string) agentClients {
-	if c, ok := a.clients[pod]; ok {
-		return c
-	}
+func newAgentClients() (agentClients, error) {
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	c := agentClients{kube: kubernetes.NewForConfigOrDie(cfg), js: versioned.NewForConfigOrDie(cfg)}
-	a.clients[pod] = c
-	return c
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return agentClients{}, err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return agentClients{}, err
+	}
+	js, err := versioned.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return agentClients{}, err
+	}
+	return agentClients{kube: kube, js: js, close: hc.CloseIdleConnections}, nil
 }
 
 // start runs the agent of a pod: run, restart in place when told, again.
@@ -95,16 +104,20 @@ func (a *podAgents) start(pod, jobSet string) {
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	a.running[pod] = cancel
-	c := a.clientsOf(pod)
 	cfg := inplaceagent.Config{Namespace: a.ns, PodName: pod, JobSet: jobSet, RestartExitCode: 1,
 		LiftBarrier: func() {}, Logf: a.logf(pod)}
 	go func() {
 		for ctx.Err() == nil {
-			code := inplaceagent.New(cfg, c.kube, c.js).Run(ctx)
-			if ctx.Err() != nil {
+			// One simulated process: new clients, the agent, its exit.
+			c, err := newAgentClients()
+			if err != nil {
 				return
 			}
-			_ = inplaceagent.SignalExit(ctx, c.kube, a.ns, pod, code)
+			code := inplaceagent.New(cfg, c.kube, c.js).Run(ctx)
+			if ctx.Err() == nil {
+				_ = inplaceagent.SignalExit(ctx, c.kube, a.ns, pod, code)
+			}
+			c.close()
 		}
 	}()
 }
@@ -117,8 +130,12 @@ func (a *podAgents) crash(pod, jobSet string) error {
 		cancel()
 	}
 	delete(a.running, pod)
-	c := a.clientsOf(pod)
 	a.mu.Unlock()
+	c, err := newAgentClients()
+	if err != nil {
+		return err
+	}
+	defer c.close()
 	if err := inplaceagent.SignalExit(a.ctx, c.kube, a.ns, pod, 3); err != nil {
 		return err
 	}
