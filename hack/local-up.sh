@@ -559,6 +559,7 @@ wait_for kube-scheduler "kube-scheduler /readyz" probe "https://127.0.0.1:${SCHE
 mkdir -p "${DATA_DIR}/kwok-home"
 HOME="${DATA_DIR}/kwok-home" start kwok "${BIN_DIR}/kwok" \
   --kubeconfig="${KUBECONFIG_DIR}/kwok.kubeconfig" \
+  --config="${KWOK_CONFIG_DIR}/kwok.yaml" \
   --config="${KWOK_CONFIG_DIR}/stages.yaml" \
   --config="${KWOK_CONFIG_DIR}/metrics.yaml" \
   --manage-all-nodes=false \

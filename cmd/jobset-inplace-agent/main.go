@@ -15,7 +15,8 @@
 // waits until something (the local cluster's kwok stage) has restarted the
 // pod's container and removed the annotation, and starts over, as a
 // restarted container would. That is how the local kwok cluster, which runs
-// no containers, exercises in-place restarts; it also needs get on pods.
+// no containers, exercises in-place restarts; it also needs get and watch on
+// pods.
 package main
 
 import (

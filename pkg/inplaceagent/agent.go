@@ -30,15 +30,15 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
-	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
 )
 
 // FieldManager names the agent's writes to its pod.
@@ -109,32 +109,73 @@ func (a *Agent) Lifted() bool {
 func (a *Agent) Run(ctx context.Context) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	factory := jsinformers.NewSharedInformerFactoryWithOptions(a.js, 0,
-		jsinformers.WithNamespace(a.cfg.Namespace),
-		jsinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.JobSet).String()
-		}))
-	inf := factory.Jobset().V1alpha2().JobSets().Informer()
-	// One JobSet, one event at a time: the handler runs serially.
-	handle := func(obj interface{}) {
-		if js, ok := obj.(*jobset.JobSet); ok && js.Name == a.cfg.JobSet {
-			a.observe(ctx, js)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    handle,
-		UpdateFunc: func(_, n interface{}) { handle(n) },
-	}); err != nil {
-		a.cfg.Logf("watching JobSet %s: %v", a.cfg.JobSet, err)
-		return 1
-	}
-	factory.Start(ctx.Done())
-	defer func() { cancel(); factory.Shutdown() }()
+	go a.watch(ctx)
 	select {
 	case code := <-a.done:
 		return code
 	case <-ctx.Done():
 		return 1
+	}
+}
+
+// watch feeds every state of the JobSet to observe, one at a time, until
+// ctx ends. The first watch is opened without a resourceVersion, so that it
+// starts with the JobSet's current state: a start costs one request instead
+// of an informer's list and watch, and every container restart is a start.
+// A watch that ends is opened again from the last version seen; one whose
+// version has expired starts over with the current state.
+func (a *Agent) watch(ctx context.Context) {
+	jobSets := a.js.JobsetV1alpha2().JobSets(a.cfg.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", a.cfg.JobSet).String()
+	rv := ""
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		w, err := jobSets.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.cfg.Logf("watching JobSet %s: %v", a.cfg.JobSet, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, 5*time.Second)
+			continue
+		}
+		delay = 100 * time.Millisecond
+		rv = a.drain(ctx, w, rv)
+		w.Stop()
+	}
+}
+
+// drain reads one watch until it ends and returns the version to go on
+// from.
+func (a *Agent) drain(ctx context.Context, w watch.Interface, rv string) string {
+	for {
+		select {
+		case <-ctx.Done():
+			return rv
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			switch ev.Type {
+			case watch.Error:
+				a.cfg.Logf("watching JobSet %s: %v", a.cfg.JobSet, apierrors.FromObject(ev.Object))
+				return ""
+			case watch.Added, watch.Modified, watch.Bookmark:
+				js, ok := ev.Object.(*jobset.JobSet)
+				if !ok {
+					continue
+				}
+				rv = js.ResourceVersion
+				if ev.Type != watch.Bookmark && js.Name == a.cfg.JobSet {
+					a.observe(ctx, js)
+				}
+			}
+		}
 	}
 }
 
