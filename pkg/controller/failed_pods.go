@@ -66,6 +66,9 @@ func failedPodsFactory(kube kubernetes.Interface, resync time.Duration) informer
 		informers.WithTransform(trimFailedPod))
 }
 
+// failedPodLabelsRead: the only label of a failed pod that is read.
+var failedPodLabelsRead = map[string]bool{jobset.JobSetNameKey: true}
+
 // trimFailedPod keeps what failure detection reads: identity, the JobSet
 // label, the controlling owner, the deletion timestamp and the phase.
 func trimFailedPod(obj interface{}) (interface{}, error) {
@@ -80,7 +83,7 @@ func trimFailedPod(obj interface{}) (interface{}, error) {
 			UID:               p.UID,
 			ResourceVersion:   p.ResourceVersion,
 			DeletionTimestamp: p.DeletionTimestamp,
-			Labels:            keepOnly(p.Labels, map[string]bool{jobset.JobSetNameKey: true}),
+			Labels:            keepOnly(p.Labels, failedPodLabelsRead),
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}

@@ -281,39 +281,20 @@ func waitAttempts(b *testing.B, ns string, groups int, attempt int32) time.Time 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	at := map[string]bool{}
-	rv := ""
-	for {
-		w, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-		if err != nil {
-			if ctx.Err() != nil {
-				b.Fatalf("waiting for %d JobSets at attempt %d: %v", groups, attempt, err)
-			}
-			time.Sleep(100 * time.Millisecond) // back off before the next watch
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				rv = ""
-				break
-			}
-			js, ok := ev.Object.(*v1alpha2.JobSet)
-			if !ok {
-				continue
-			}
-			rv = js.ResourceVersion
+	reached := followWatch(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
+		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}, func(ev watch.Event) bool {
+		if js, ok := ev.Object.(*v1alpha2.JobSet); ok {
 			if c := js.Status.CurrentInPlaceRestartAttempt; c != nil && *c == attempt {
 				at[js.Name] = true
 			}
-			if len(at) == groups {
-				w.Stop()
-				return time.Now()
-			}
 		}
-		w.Stop()
-		if ctx.Err() != nil {
-			b.Fatalf("waiting for %d JobSets at attempt %d: %d reached it", groups, attempt, len(at))
-		}
+		return len(at) == groups
+	})
+	if !reached {
+		b.Fatalf("waiting for %d JobSets at attempt %d: %d reached it", groups, attempt, len(at))
 	}
+	return time.Now()
 }
 
 // startInPlaceTracer records the steps of an in-place restart: for the
@@ -324,40 +305,12 @@ func waitAttempts(b *testing.B, ns string, groups int, attempt int32) time.Time 
 // stored.
 func startInPlaceTracer(b *testing.B, ns string, victims []string) *tracer {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &tracer{steps: map[string]map[string]time.Time{}, cancel: cancel}
+	t, ctx := newTracer()
 	victim := map[string]bool{}
 	for _, v := range victims {
 		victim[v] = true
 	}
-	// open follows a watch until ctx ends, opening it again from the last
-	// version seen when the server ends it.
-	open := func(w func(rv string) (watch.Interface, error), note func(watch.Event)) {
-		t.done.Add(1)
-		go func() {
-			defer t.done.Done()
-			rv := ""
-			for ctx.Err() == nil {
-				wi, err := w(rv)
-				if err != nil {
-					time.Sleep(50 * time.Millisecond) // back off before the next watch
-					continue
-				}
-				for ev := range wi.ResultChan() {
-					if ev.Type == watch.Error {
-						rv = ""
-						break
-					}
-					if o, ok := ev.Object.(metav1.Object); ok {
-						rv = o.GetResourceVersion()
-					}
-					note(ev)
-				}
-				wi.Stop()
-			}
-		}()
-	}
-	open(func(rv string) (watch.Interface, error) {
+	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
 		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) {
 		p, ok := ev.Object.(*corev1.Pod)
@@ -387,7 +340,7 @@ func startInPlaceTracer(b *testing.B, ns string, victims []string) *tracer {
 			t.note(who+"attempt 1 reported", p.Name)
 		}
 	})
-	open(func(rv string) (watch.Interface, error) {
+	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
 		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) {
 		js, ok := ev.Object.(*v1alpha2.JobSet)

@@ -160,44 +160,76 @@ type tracer struct {
 	done   sync.WaitGroup
 }
 
+// newTracer returns a tracer whose watches run until write stops them.
+func newTracer() (*tracer, context.Context) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tracer{steps: map[string]map[string]time.Time{}, cancel: cancel}, ctx
+}
+
+// follow passes every event of a watch to note until the tracer stops,
+// opening the watch again when the server ends it (followWatch).
+func (t *tracer) follow(ctx context.Context, open func(ctx context.Context, rv string) (watch.Interface, error), note func(watch.Event)) {
+	t.done.Add(1)
+	go func() {
+		defer t.done.Done()
+		followWatch(ctx, open, func(ev watch.Event) bool { note(ev); return false })
+	}()
+}
+
+// followWatch passes the events of the watches open returns to handle
+// until handle returns true (followWatch then returns true) or ctx ends.
+// When the server ends a watch, the next one starts from the last version
+// seen, or, after an error event, from the current state (a watch without
+// resourceVersion starts with the objects that exist, which only repeats
+// what was seen).
+func followWatch(ctx context.Context, open func(ctx context.Context, rv string) (watch.Interface, error), handle func(watch.Event) bool) bool {
+	rv := ""
+	for ctx.Err() == nil {
+		w, err := open(ctx, rv)
+		if err != nil {
+			select { // back off before the next watch
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		done := drainWatch(ctx, w, &rv, handle)
+		w.Stop()
+		if done {
+			return true
+		}
+	}
+	return false
+}
+
+func drainWatch(ctx context.Context, w watch.Interface, rv *string, handle func(watch.Event) bool) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-w.ResultChan():
+			switch {
+			case !ok:
+				return false
+			case ev.Type == watch.Error:
+				*rv = ""
+				return false
+			}
+			if o, ok := ev.Object.(metav1.Object); ok {
+				*rv = o.GetResourceVersion()
+			}
+			if handle(ev) {
+				return true
+			}
+		}
+	}
+}
+
 func startTracer(b *testing.B, ns string) *tracer {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t := &tracer{steps: map[string]map[string]time.Time{}, cancel: cancel}
-	// Each watch is opened again when the server ends it, so that a long
-	// restart is traced to its end (a watch without resourceVersion starts
-	// with the objects that exist, which only repeats steps already seen).
-	open := func(w func(context.Context) (watch.Interface, error), note func(watch.Event)) {
-		t.done.Add(1)
-		go func() {
-			defer t.done.Done()
-			for ctx.Err() == nil {
-				wi, err := w(ctx)
-				if err != nil {
-					select {
-					case <-ctx.Done():
-					case <-time.After(100 * time.Millisecond):
-					}
-					continue
-				}
-				for open := true; open; {
-					select {
-					case <-ctx.Done():
-						open = false
-					case ev, ok := <-wi.ResultChan():
-						if !ok {
-							open = false
-						} else if ev.Type != watch.Error {
-							note(ev)
-						}
-					}
-				}
-				wi.Stop()
-			}
-		}()
-	}
-	open(func(ctx context.Context) (watch.Interface, error) {
-		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	t, ctx := newTracer()
+	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
+		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok {
@@ -222,8 +254,8 @@ func startTracer(b *testing.B, ns string) *tracer {
 			t.note("pod "+attempt+" running", id)
 		}
 	})
-	open(func(ctx context.Context) (watch.Interface, error) {
-		return cluster.Kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
+		return cluster.Kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok {
@@ -245,8 +277,8 @@ func startTracer(b *testing.B, ns string) *tracer {
 			}
 		}
 	})
-	open(func(ctx context.Context) (watch.Interface, error) {
-		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{})
+	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
+		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) {
 		js, ok := ev.Object.(*v1alpha2.JobSet)
 		if !ok {
