@@ -130,7 +130,7 @@ func run(o *options) int {
 		fmt.Fprintln(os.Stderr, "jobset-inplace-agent:", err)
 		return 2
 	}
-	cfg.UserAgent = inplaceagent.FieldManager
+	cfg = inplaceagent.RESTConfig(cfg)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobset-inplace-agent:", err)

@@ -33,9 +33,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
@@ -43,6 +45,18 @@ import (
 
 // FieldManager names the agent's writes to its pod.
 const FieldManager = "jobset-inplace-agent"
+
+// RESTConfig is the client configuration the agent uses, from cfg: it
+// names the agent to the server and speaks protobuf (JSON is still
+// accepted), since every pod of a JobSet runs an agent and each of its
+// starts reads the JobSet and writes its pod.
+func RESTConfig(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.UserAgent = FieldManager
+	out.ContentType = runtime.ContentTypeProtobuf
+	out.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return out
+}
 
 // Config says which pod the agent serves and how.
 type Config struct {

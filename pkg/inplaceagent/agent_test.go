@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -191,4 +192,23 @@ func TestCrashAtBarrierKeepsTheAttempt(t *testing.T) {
 	}
 	h.setStatus(ptr.To[int32](0), ptr.To[int32](1))
 	h.waitFor("the barrier", func() bool { return again.Lifted() })
+}
+
+// TestRESTConfigSpeaksProtobuf: the agent's clients send protobuf, accept
+// protobuf then JSON, name the agent, and leave the given config alone.
+func TestRESTConfigSpeaksProtobuf(t *testing.T) {
+	in := &rest.Config{Host: "https://127.0.0.1:6443", UserAgent: "other"}
+	out := RESTConfig(in)
+	if out.ContentType != "application/vnd.kubernetes.protobuf" {
+		t.Errorf("ContentType = %q, want protobuf", out.ContentType)
+	}
+	if out.AcceptContentTypes != "application/vnd.kubernetes.protobuf,application/json" {
+		t.Errorf("AcceptContentTypes = %q, want protobuf then JSON", out.AcceptContentTypes)
+	}
+	if out.UserAgent != FieldManager || out.Host != in.Host {
+		t.Errorf("UserAgent %q, Host %q; want %q, %q", out.UserAgent, out.Host, FieldManager, in.Host)
+	}
+	if in.UserAgent != "other" || in.ContentType != "" {
+		t.Errorf("the given config changed: %+v", in)
+	}
 }
