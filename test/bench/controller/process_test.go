@@ -27,17 +27,26 @@ import (
 // /proc/<pid>/stat (100 on every Linux architecture Go supports here).
 const clockTicks = 100
 
-// controllerCPUSeconds is the controller's user+system CPU time so far,
-// from /proc/<pid>/stat.
+// controllerCPUSeconds is the controller's user+system CPU time so far.
 func controllerCPUSeconds(b *testing.B) float64 {
 	b.Helper()
 	pid, err := cluster.PID("jobset-controller")
 	if err != nil {
 		b.Fatalf("controller pid: %v", err)
 	}
+	cpu, err := processCPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpu
+}
+
+// processCPUSeconds is a process's user+system CPU time so far, from
+// /proc/<pid>/stat.
+func processCPUSeconds(pid int) (float64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		b.Fatalf("reading the controller's stat: %v", err)
+		return 0, err
 	}
 	// The command name (field 2) may hold spaces; fields after it are
 	// counted from its closing parenthesis: utime and stime are fields 14
@@ -47,9 +56,28 @@ func controllerCPUSeconds(b *testing.B) float64 {
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("parsing %q", s)
+		return 0, fmt.Errorf("parsing %q", s)
 	}
-	return (utime + stime) / clockTicks
+	return (utime + stime) / clockTicks, nil
+}
+
+// clusterCPUSeconds is the CPU time so far of every process of the local
+// cluster (by component, from its pid files) and of this benchmark.
+func clusterCPUSeconds() map[string]float64 {
+	out := map[string]float64{}
+	if cpu, err := processCPUSeconds(os.Getpid()); err == nil {
+		out["benchmark process"] = cpu
+	}
+	files, _ := filepath.Glob(filepath.Join(cluster.LocalDir, "pids", "*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if pid, err := cluster.PID(name); err == nil {
+			if cpu, err := processCPUSeconds(pid); err == nil {
+				out[name] = cpu
+			}
+		}
+	}
+	return out
 }
 
 // restartController stops the stack's jobset-controller (SIGTERM: it

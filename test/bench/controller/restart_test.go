@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -154,8 +155,12 @@ func waitJobsGone(b *testing.B, ns string) {
 // tracer records, from watches, when each object of a namespace first
 // reached each step of a restart.
 type tracer struct {
-	mu     sync.Mutex
-	steps  map[string]map[string]time.Time // step → object → first seen
+	mu    sync.Mutex
+	steps map[string]map[string]time.Time // step → object → first seen
+	// hops are pairs of steps whose per-object durations write reports:
+	// the step medians alone mix objects that passed at different times.
+	hops   [][2]string
+	footer string // written after the timeline
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -291,7 +296,9 @@ func startTracer(b *testing.B, ns string) *tracer {
 	return t
 }
 
-func (t *tracer) note(step, id string) {
+// note notes that id reached step now, unless it had already; it reports
+// whether this was the first time.
+func (t *tracer) note(step, id string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m := t.steps[step]
@@ -299,9 +306,72 @@ func (t *tracer) note(step, id string) {
 		m = map[string]time.Time{}
 		t.steps[step] = m
 	}
-	if _, seen := m[id]; !seen {
-		m[id] = time.Now()
+	if _, seen := m[id]; seen {
+		return false
 	}
+	m[id] = time.Now()
+	return true
+}
+
+// addFooter adds text to write after the timeline.
+func (t *tracer) addFooter(text string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.footer += text
+}
+
+// cpuTable is the CPU time each process of the cluster used between two
+// readings of clusterCPUSeconds, elapsed apart.
+func cpuTable(before, after map[string]float64, elapsed time.Duration) string {
+	names := make([]string, 0, len(after))
+	for name := range after {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return after[names[i]]-before[names[i]] > after[names[j]]-before[names[j]] })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nCPU time in %.2f s (%d cores: %.2f CPU-s at most)\n", elapsed.Seconds(), runtime.NumCPU(), elapsed.Seconds()*float64(runtime.NumCPU()))
+	var total float64
+	for _, name := range names {
+		d := after[name] - before[name]
+		total += d
+		fmt.Fprintf(&sb, "%-32s %6.2f s\n", name, d)
+	}
+	fmt.Fprintf(&sb, "%-32s %6.2f s\n", "total", total)
+	return sb.String()
+}
+
+// requestTable is how many requests of each kind kube-apiserver served
+// between two readings of apiRequestCounts.
+func requestTable(before, after map[string]float64) string {
+	type row struct {
+		key string
+		n   float64
+	}
+	var rows []row
+	var total float64
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			rows = append(rows, row{k, d})
+			total += d
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].n > rows[j].n })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nkube-apiserver requests in that time (%.0f)\n", total)
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "%-48s %6.0f\n", r.key, r.n)
+	}
+	return sb.String()
+}
+
+// noteLatest notes that id reached step now, replacing an earlier time.
+func (t *tracer) noteLatest(step, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.steps[step] == nil {
+		t.steps[step] = map[string]time.Time{}
+	}
+	t.steps[step][id] = time.Now()
 }
 
 // write stops the watches and writes, per step, how many objects reached
@@ -329,9 +399,33 @@ func (t *tracer) write(b *testing.B, start time.Time, ns string) {
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "%-32s %5d %8.2f %8.2f %8.2f\n", r.step, r.n, r.first, r.med, r.last)
 	}
-	b.Logf("restart timeline (s after the pod failures):\n%s", sb.String())
+	if len(t.hops) > 0 {
+		fmt.Fprintf(&sb, "\n%-64s %5s %8s %8s %8s\n", "hop (per object)", "count", "min", "median", "max")
+		for _, h := range t.hops {
+			var ds []float64
+			for id, to := range t.steps[h[1]] {
+				if from, ok := t.steps[h[0]][id]; ok {
+					ds = append(ds, to.Sub(from).Seconds())
+				}
+			}
+			if len(ds) == 0 {
+				continue
+			}
+			sort.Float64s(ds)
+			fmt.Fprintf(&sb, "%-64s %5d %8.2f %8.2f %8.2f\n", h[0]+" → "+h[1], len(ds), ds[0], ds[len(ds)/2], ds[len(ds)-1])
+		}
+	}
+	sb.WriteString(t.footer)
+	writeTrace(b, ns, sb.String())
+}
+
+// writeTrace logs a restart's trace and writes it to
+// _output/bench/restart-trace-<namespace>.txt (a benchmark's log is cut
+// short).
+func writeTrace(b *testing.B, ns, text string) {
+	b.Logf("restart trace of %s:\n%s", ns, text)
 	path := filepath.Join(cluster.LocalDir, "restart-trace-"+ns+".txt")
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		b.Logf("writing %s: %v", path, err)
 	}
 }
