@@ -453,25 +453,42 @@ func waitRunningPods(b *testing.B, ns, selector string, n int) time.Time {
 	return seen
 }
 
-// waitAttempts returns when all JobSets of ns first had that
+// waitAttempts returns when all JobSets of ns first had at least that
 // currentInPlaceRestartAttempt, as seen by a watch.
 func waitAttempts(b *testing.B, ns string, groups int, attempt int32) time.Time {
 	b.Helper()
+	return waitJobSets(b, ns, groups, fmt.Sprintf("at attempt %d", attempt), func(js *v1alpha2.JobSet) bool {
+		c := js.Status.CurrentInPlaceRestartAttempt
+		return c != nil && *c >= attempt
+	})
+}
+
+// waitJobSets returns when the newest state of each of the groups JobSets
+// of ns, as seen by a watch, satisfies ok; what names ok in the failure.
+func waitJobSets(b *testing.B, ns string, groups int, what string, ok func(*v1alpha2.JobSet) bool) time.Time {
+	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	at := map[string]bool{}
+	state := map[string]bool{}
+	count := func() int {
+		n := 0
+		for _, v := range state {
+			if v {
+				n++
+			}
+		}
+		return n
+	}
 	reached := followWatch(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
 		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	}, func(ev watch.Event) bool {
-		if js, ok := ev.Object.(*v1alpha2.JobSet); ok {
-			if c := js.Status.CurrentInPlaceRestartAttempt; c != nil && *c == attempt {
-				at[js.Name] = true
-			}
+		if js, isJobSet := ev.Object.(*v1alpha2.JobSet); isJobSet {
+			state[js.Name] = ev.Type != watch.Deleted && ok(js)
 		}
-		return len(at) == groups
+		return count() == groups
 	})
 	if !reached {
-		b.Fatalf("waiting for %d JobSets at attempt %d: %d reached it", groups, attempt, len(at))
+		b.Fatalf("waiting for %d JobSets of %s %s: %d are", groups, ns, what, count())
 	}
 	return time.Now()
 }
@@ -499,33 +516,14 @@ func deleteNamespace(b *testing.B, ns string) {
 // machine with the tail of the start.
 func waitJobSetsSettled(b *testing.B, ns string, groups, perJobSet int) {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	settled := map[string]bool{}
-	done := followWatch(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) bool {
-		js, ok := ev.Object.(*v1alpha2.JobSet)
-		if !ok {
-			return false
-		}
+	waitJobSets(b, ns, groups, "with every Job ready and available", func(js *v1alpha2.JobSet) bool {
 		ready := int32(0)
 		for _, rj := range js.Status.ReplicatedJobsStatus {
 			ready += rj.Ready
 		}
 		_, available := js.Annotations[jobsetapi.AvailableSinceAnnotation]
-		settled[js.Name] = ready == int32(perJobSet) && available
-		n := 0
-		for _, ok := range settled {
-			if ok {
-				n++
-			}
-		}
-		return n == groups
+		return ready == int32(perJobSet) && available
 	})
-	if !done {
-		b.Fatalf("waiting for %d JobSets of %s to have every Job ready and be available", groups, ns)
-	}
 }
 
 // startInPlaceTracer records the steps of an in-place restart: for the
