@@ -124,9 +124,7 @@ type restartWaiter struct {
 
 func watchRestarts(ctx context.Context, ns string) *restartWatch {
 	w := &restartWatch{seen: map[string]podVersion{}, waiters: map[string][]restartWaiter{}}
-	go followWatch(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) bool {
+	go followWatch(ctx, watchOf(cluster.Kube.CoreV1().Pods(ns)), func(ev watch.Event) bool {
 		if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Bookmark {
 			_, pending := p.Annotations[inplaceagent.ExitCodeAnnotation]
 			w.update(p.Name, podVersion{rv: resourceVersionNumber(p.ResourceVersion), pending: pending, gone: ev.Type == watch.Deleted})
@@ -479,9 +477,7 @@ func waitJobSets(b *testing.B, ns string, groups int, what string, ok func(*v1al
 		}
 		return n
 	}
-	reached := followWatch(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) bool {
+	reached := followWatch(ctx, watchOf(cluster.JobSets.JobsetV1alpha2().JobSets(ns)), func(ev watch.Event) bool {
 		if js, isJobSet := ev.Object.(*v1alpha2.JobSet); isJobSet {
 			state[js.Name] = ev.Type != watch.Deleted && ok(js)
 		}
@@ -552,9 +548,7 @@ func startInPlaceTracer(b *testing.B, ns string, victims []string) *tracer {
 	for _, v := range victims {
 		victim[v] = true
 	}
-	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) {
+	t.follow(ctx, watchOf(cluster.Kube.CoreV1().Pods(ns)), func(ev watch.Event) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok || ev.Type == watch.Deleted {
 			return
@@ -591,9 +585,7 @@ func startInPlaceTracer(b *testing.B, ns string, victims []string) *tracer {
 			}
 		}
 	})
-	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) {
+	t.follow(ctx, watchOf(cluster.JobSets.JobsetV1alpha2().JobSets(ns)), func(ev watch.Event) {
 		js, ok := ev.Object.(*v1alpha2.JobSet)
 		if !ok {
 			return

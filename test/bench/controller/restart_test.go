@@ -181,6 +181,18 @@ func (t *tracer) follow(ctx context.Context, open func(ctx context.Context, rv s
 	}()
 }
 
+// watcher is any typed client of one resource in one namespace.
+type watcher interface {
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// watchOf opens watches of c from a resourceVersion, for followWatch.
+func watchOf(c watcher) func(ctx context.Context, rv string) (watch.Interface, error) {
+	return func(ctx context.Context, rv string) (watch.Interface, error) {
+		return c.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	}
+}
+
 // followWatch passes the events of the watches open returns to handle
 // until handle returns true (followWatch then returns true) or ctx ends.
 // When the server ends a watch, the next one starts from the last version
@@ -233,9 +245,7 @@ func drainWatch(ctx context.Context, w watch.Interface, rv *string, handle func(
 func startTracer(b *testing.B, ns string) *tracer {
 	b.Helper()
 	t, ctx := newTracer()
-	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) {
+	t.follow(ctx, watchOf(cluster.Kube.CoreV1().Pods(ns)), func(ev watch.Event) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok {
 			return
@@ -259,9 +269,7 @@ func startTracer(b *testing.B, ns string) *tracer {
 			t.note("pod "+attempt+" running", id)
 		}
 	})
-	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.Kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) {
+	t.follow(ctx, watchOf(cluster.Kube.BatchV1().Jobs(ns)), func(ev watch.Event) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok {
 			return
@@ -282,9 +290,7 @@ func startTracer(b *testing.B, ns string) *tracer {
 			}
 		}
 	})
-	t.follow(ctx, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return cluster.JobSets.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	}, func(ev watch.Event) {
+	t.follow(ctx, watchOf(cluster.JobSets.JobsetV1alpha2().JobSets(ns)), func(ev watch.Event) {
 		js, ok := ev.Object.(*v1alpha2.JobSet)
 		if !ok {
 			return
