@@ -169,6 +169,31 @@ func (a *agents) resume(pod string) {
 	a.ensure(pod)
 }
 
+// waitReported returns the attempt that the pod's current agent process
+// reported, from its log (each process starts a new one).
+func (a *agents) waitReported(pod string) int {
+	a.t.Helper()
+	path := filepath.Join(a.dir, pod+".log")
+	attempt := -1
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true,
+		func(context.Context) (bool, error) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return false, nil
+			}
+			_, after, found := strings.Cut(string(data), "entered in-place restart attempt ")
+			if !found {
+				return false, nil
+			}
+			_, err = fmt.Sscan(after, &attempt)
+			return err == nil, nil
+		})
+	if err != nil {
+		a.t.Fatalf("the agent of %s reported no attempt: %v", pod, err)
+	}
+	return attempt
+}
+
 // fail makes the worker of the pod exit with code 3.
 func (a *agents) fail(pod string) {
 	if err := os.WriteFile(filepath.Join(a.dir, "fail-"+pod), nil, 0o644); err != nil {
@@ -315,6 +340,11 @@ func TestInPlaceRestart(t *testing.T) {
 	// 1 below instead of staying 0.
 	a.kill(crashing, false)
 	a.ensure(crashing)
+	// Its new process reports before the late pod can lift the barrier: a
+	// start after the lift would rightly count as a new failure.
+	if got := a.waitReported(crashing); got != 1 {
+		t.Fatalf("the agent of %s came back at attempt %d, want 1", crashing, got)
+	}
 
 	// The late pod's agent died: its container restarts (as the kubelet
 	// would restart it) and the agent comes back.
