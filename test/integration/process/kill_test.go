@@ -17,12 +17,14 @@ import (
 	"github.com/nativejobset/jobset/test/integration/framework"
 )
 
-// acked records the writes the server acknowledged.
+// acked records the writes the server acknowledged, and the deletes sent,
+// acknowledged or not: a delete in flight at the kill may have been applied.
 type acked struct {
-	mu      sync.Mutex
-	created map[string]types.UID
-	patched map[string]bool
-	deleted map[string]bool
+	mu       sync.Mutex
+	created  map[string]types.UID
+	patched  map[string]bool
+	deleting map[string]bool
+	deleted  map[string]bool
 }
 
 func (a *acked) count() int {
@@ -58,7 +60,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		lastRV = drain(w, seen, lastRV, "")
 	}()
 
-	a := &acked{created: map[string]types.UID{}, patched: map[string]bool{}, deleted: map[string]bool{}}
+	a := &acked{created: map[string]types.UID{}, patched: map[string]bool{}, deleting: map[string]bool{}, deleted: map[string]bool{}}
 	stop := make(chan struct{})
 	var writers sync.WaitGroup
 	for wr := 0; wr < 4; wr++ {
@@ -89,6 +91,9 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 					a.patched[name] = true
 					a.mu.Unlock()
 				case 2:
+					a.mu.Lock()
+					a.deleting[name] = true
+					a.mu.Unlock()
 					if err := jobsets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 						return
 					}
@@ -126,6 +131,8 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("%s: acknowledged delete, but after the restart: %v", name, err)
 			}
+		case a.deleting[name] && apierrors.IsNotFound(err):
+			// Its delete was in flight at the kill and was applied.
 		case err != nil:
 			t.Errorf("%s: acknowledged create lost: %v", name, err)
 		case js.UID != uid:
