@@ -315,6 +315,7 @@ func (a *podAgents) crash(pod, jobSet string) error {
 // pod and JobSet passed each step) to _output/bench/restart-trace-<namespace>.txt.
 func BenchmarkInPlaceRestart(b *testing.B) {
 	inPlaceOnly := os.Getenv("BENCH_INPLACE_ONLY") == "1"
+	traced := os.Getenv("BENCH_RESTART_TRACE") == "1"
 	groups, perJobSet := envInt("BENCH_RESTART_JOBSETS", 20), envInt("BENCH_JOBS_PER_JOBSET", 4)
 	total := groups * perJobSet
 	var recreateSum, inPlaceSum time.Duration
@@ -327,11 +328,14 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 			waitPodCount(b, ns, total)
 			waitJobSetsSettled(b, ns, groups, perJobSet)
 			victims := onePodPerGroup(b, ns, groups, v1alpha2.RestartsKey+"=0")
-			cpuBefore, requestsBefore := tracedCPU(b), tracedRequests(b)
+			var cpuBefore, requestsBefore map[string]float64
+			if traced {
+				cpuBefore, requestsBefore = clusterCPUSeconds(), apiRequestCounts(b)
+			}
 			start := time.Now()
 			failPods(b, ns, victims)
 			recreate = waitRunningPods(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
-			if cpuBefore != nil {
+			if traced {
 				writeTrace(b, ns, cpuTable(cpuBefore, clusterCPUSeconds(), recreate)+requestTable(requestsBefore, apiRequestCounts(b)))
 			}
 			// The in-place half gets the cluster to itself.
@@ -355,7 +359,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 		waitJobSetsSettled(b, ins, groups, perJobSet)
 		victims := onePodPerGroup(b, ins, groups, v1alpha2.RestartsKey+"=0")
 		var tr *tracer
-		if os.Getenv("BENCH_RESTART_TRACE") == "1" {
+		if traced {
 			tr = startInPlaceTracer(b, ins, victims)
 			agents.trace(tr, victims)
 		}
@@ -365,10 +369,9 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 			restFrom, restStart := clusterCPUSeconds(), time.Now()
 			<-time.After(2 * time.Second)
 			tr.addFooter(cpuTable(restFrom, clusterCPUSeconds(), time.Since(restStart)))
-			cpuBefore = clusterCPUSeconds()
-			requestsBefore = apiRequestCounts(b)
+			cpuBefore, requestsBefore = clusterCPUSeconds(), apiRequestCounts(b)
 		}
-		profiled := profileAPIServer(b, ins)
+		profiled := startProfiles(b, ins)
 		start := time.Now()
 		createParallel(b, len(victims), 20, func(k int) error {
 			p, err := cluster.Kube.CoreV1().Pods(ins).Get(context.Background(), victims[k], metav1.GetOptions{})
@@ -600,13 +603,13 @@ func startInPlaceTracer(b *testing.B, ns string, victims []string) *tracer {
 	return t
 }
 
-// profileAPIServer, with BENCH_PROFILE_SECONDS set, takes CPU profiles
+// startProfiles, with BENCH_PROFILE_SECONDS set, takes CPU profiles
 // for that many seconds from now of kube-apiserver, of jobset-apiserver
 // (through its own port, BENCH_JOBSET_APISERVER_PORT, default the local
 // cluster's port base + 45) and of this process, into
 // _output/bench/<component>-<namespace>.pprof; the returned function waits
 // for them.
-func profileAPIServer(b *testing.B, ns string) func() {
+func startProfiles(b *testing.B, ns string) func() {
 	secs := os.Getenv("BENCH_PROFILE_SECONDS")
 	if secs == "" {
 		return func() {}
@@ -651,22 +654,6 @@ func profileAPIServer(b *testing.B, ns string) func() {
 		}
 	}
 	return wg.Wait
-}
-
-// tracedCPU is clusterCPUSeconds with BENCH_RESTART_TRACE=1, else nil.
-func tracedCPU(b *testing.B) map[string]float64 {
-	if os.Getenv("BENCH_RESTART_TRACE") != "1" {
-		return nil
-	}
-	return clusterCPUSeconds()
-}
-
-// tracedRequests is apiRequestCounts with BENCH_RESTART_TRACE=1, else nil.
-func tracedRequests(b *testing.B) map[string]float64 {
-	if os.Getenv("BENCH_RESTART_TRACE") != "1" {
-		return nil
-	}
-	return apiRequestCounts(b)
 }
 
 // apiRequestCounts reads kube-apiserver's apiserver_request_total, summed
