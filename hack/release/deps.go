@@ -1,0 +1,20 @@
+//go:build tools
+
+// Package release builds what a release of JobSet ships: OCI images, the
+// install manifests, the Helm chart package, SBOMs and checksums. It is a
+// module of its own so that the product's go.mod carries none of its
+// dependencies.
+//
+// This file pins the libraries the packages below use (and the vulnerability
+// tooling run by 'make verify'), so that 'go mod tidy' keeps them while the
+// packages are being written.
+package release
+
+import (
+	_ "github.com/CycloneDX/cyclonedx-go"
+	_ "github.com/google/go-containerregistry/pkg/v1/mutate"
+	_ "golang.org/x/crypto/x509roots/fallback/bundle"
+	_ "golang.org/x/vuln/cmd/govulncheck"
+	_ "helm.sh/helm/v4/pkg/action"
+	_ "sigs.k8s.io/kustomize/api/krusty"
+)
