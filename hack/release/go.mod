@@ -6,7 +6,6 @@ require (
 	github.com/CycloneDX/cyclonedx-go v0.12.0
 	github.com/google/go-containerregistry v0.22.1
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
-	golang.org/x/vuln v1.9.0
 	helm.sh/helm/v4 v4.3.1
 	sigs.k8s.io/kustomize/api v0.21.2
 )
@@ -114,6 +113,7 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
+	golang.org/x/vuln v1.9.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
@@ -136,3 +136,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+tool golang.org/x/vuln/cmd/govulncheck
