@@ -11,6 +11,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nativejobset/jobset/hack/release/chart"
@@ -283,6 +284,19 @@ func TestPackage(t *testing.T) {
 	var meta map[string]any
 	if err := yaml.Unmarshal(findRaw(t, ch.Raw, "Chart.yaml"), &meta); err != nil || meta["version"] != "1.2.3" {
 		t.Errorf("packaged Chart.yaml: version %v (%v), want 1.2.3", meta["version"], err)
+	}
+
+	// The packaged chart renders, with the appVersion as the image tag.
+	expanded := t.TempDir()
+	if err := chartutil.ExpandFile(expanded, p1); err != nil {
+		t.Fatal(err)
+	}
+	out, err := chart.Render(filepath.Join(expanded, "jobset"), "jobset", namespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := containerImage(t, parseObjects(t, "packaged chart", out), controllerKey), "ghcr.io/nativejobset/jobset-controller:v1.2.3"; got != want {
+		t.Errorf("packaged chart's controller image = %s, want %s", got, want)
 	}
 
 	// Reproducible: the same inputs give the same bytes.
