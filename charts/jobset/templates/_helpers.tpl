@@ -34,7 +34,8 @@ app.kubernetes.io/part-of: jobset
 
 {{/*
 Image reference of a component: (dict "root" $ "image" .Values.<component>.image).
-A digest wins over the tag; the tag defaults to the appVersion.
+A digest wins over the tag; the tag defaults to the appVersion. The digest
+check repeats values.schema.json for --skip-schema-validation.
 */}}
 {{- define "jobset.image" -}}
 {{- $repo := .image.repository -}}

@@ -224,8 +224,8 @@ func TestImages(t *testing.T) {
 	_, err := chart.Render(chartDir, "jobset", namespace, map[string]any{
 		"apiserver": map[string]any{"image": map[string]any{"digest": "sha256:abc"}},
 	})
-	if err == nil || !strings.Contains(err.Error(), `"sha256:abc"`) {
-		t.Errorf("Render(short digest) = %v, want an error naming the digest", err)
+	if err == nil || !strings.Contains(err.Error(), "/apiserver/image/digest") {
+		t.Errorf("Render(short digest) = %v, want an error naming the value", err)
 	}
 }
 
@@ -240,7 +240,11 @@ func TestRenderErrors(t *testing.T) {
 		},
 		"unknown mode": {
 			map[string]any{"apiserver": map[string]any{"etcd": map[string]any{"mode": "sqlite"}}},
-			`not "sqlite"`,
+			"/apiserver/etcd/mode",
+		},
+		"misspelt value": {
+			map[string]any{"controller": map[string]any{"replica": 3}},
+			"replica",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
