@@ -172,7 +172,7 @@ func writeArchive(w io.Writer, chartName string, names []string, files map[strin
 			Size:     int64(len(data)),
 			ModTime:  modTime,
 		}
-		if strings.Contains(h.Name, "..") {
+		if !strings.HasPrefix(path.Clean(h.Name), chartName+"/") {
 			return fmt.Errorf("file name %q leaves the chart directory", n)
 		}
 		if err := tw.WriteHeader(h); err != nil {
