@@ -30,7 +30,7 @@ func TestStampedBinary(t *testing.T) {
 	}
 	const pkg = "github.com/nativejobset/jobset/pkg/version"
 	bin := filepath.Join(t.TempDir(), "jobset-migrate")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-tags", "fieldsv1string",
+	build := exec.Command(goTool(), "build", "-trimpath", "-tags", "fieldsv1string",
 		"-ldflags", "-X "+pkg+".version=v1.2.3-test -X "+pkg+".commit=cafe0123", "-o", bin, ".")
 	build.Env = append(build.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -44,4 +44,13 @@ func TestStampedBinary(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); got != want {
 		t.Fatalf("printed %q, want %q", got, want)
 	}
+}
+
+// goTool is the go command of the toolchain running the test (GOROOT is
+// empty in a test binary built with -trimpath: then the one on PATH).
+func goTool() string {
+	if r := runtime.GOROOT(); r != "" {
+		return filepath.Join(r, "bin", "go")
+	}
+	return "go"
 }

@@ -51,7 +51,6 @@ func TestLinkerStamp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	build := func(ldflags string) string {
 		t.Helper()
 		bin := filepath.Join(t.TempDir(), "printversion")
@@ -59,7 +58,7 @@ func TestLinkerStamp(t *testing.T) {
 		if ldflags != "" {
 			args = append(args, "-ldflags", ldflags)
 		}
-		cmd := exec.Command(goTool, append(args, "./testdata/printversion")...)
+		cmd := exec.Command(goTool(), append(args, "./testdata/printversion")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
@@ -79,4 +78,13 @@ func TestLinkerStamp(t *testing.T) {
 	if want := "printversion " + DevVersion + " (commit " + UnknownCommit + ", " + runtime.Version() + ", " + platform + ")"; got != want {
 		t.Errorf("unstamped: %q, want %q", got, want)
 	}
+}
+
+// goTool is the go command of the toolchain running the test (GOROOT is
+// empty in a test binary built with -trimpath: then the one on PATH).
+func goTool() string {
+	if r := runtime.GOROOT(); r != "" {
+		return filepath.Join(r, "bin", "go")
+	}
+	return "go"
 }

@@ -278,7 +278,6 @@ func buildImage(o Options, imageName string, base v1.Layer) (*Image, error) {
 	})); err != nil {
 		return nil, fmt.Errorf("writing the OCI layout %s: %w", dir, err)
 	}
-	fmt.Fprintf(o.Log, "%s@%s\n", ref, digest)
 	return res, nil
 }
 
