@@ -9,6 +9,20 @@ GO_TEST_FLAGS ?= -count=1
 # document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
 # cache about 5 KB per JobSet smaller (README "Protobuf").
 GO_BUILD_TAGS ?= fieldsv1string
+# The version stamped into the binaries (--version, jobset_build_info) and
+# the images' tag: the release tag on a tagged commit, else a semver-valid
+# version of the commit. Neither depends on uncommitted changes, so that
+# rebuilding a commit gives the same images.
+VERSION ?= $(shell git describe --tags --match 'v*' --exact-match 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD))
+COMMIT ?= $(shell git rev-parse HEAD)
+VERSION_PKG := github.com/nativejobset/jobset/pkg/version
+# CGO_ENABLED=0 and -trimpath as in the images, so that 'make build' and
+# 'make images' share the Go build cache.
+GO_BUILD_FLAGS = -trimpath -tags '$(GO_BUILD_TAGS)' -ldflags '-X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)'
+# Where 'make push' pushes, and the platforms of 'make images'.
+REGISTRY ?= ghcr.io/nativejobset
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGES_DIR := _output/images
 # Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench)
 # WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
@@ -17,16 +31,23 @@ export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
 	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
-	fuzz bench clean help clear-skips
+	fuzz bench images push release test-release clean help clear-skips
 
 all: build
 
 help: ## Show the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-build: ## Build jobset-apiserver and jobset-controller into _output/bin.
+build: ## Build the binaries of cmd/ into _output/bin, stamped with VERSION and COMMIT.
 	@mkdir -p $(BIN)
-	$(GO) build -tags '$(GO_BUILD_TAGS)' -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
+
+images: ## OCI images of the binaries for PLATFORMS into _output/images (layouts, docker/ctr archives, images.json), no container daemon.
+	cd hack/release && $(GO) run . images --root ../.. --out ../../$(IMAGES_DIR) --version $(VERSION) --commit $(COMMIT) \
+		--repository $(REGISTRY) --platforms $(PLATFORMS) --tags '$(GO_BUILD_TAGS)'
+
+push: ## Push the images of 'make images' to $(REGISTRY)/<name>:$(VERSION) (credentials from docker's config).
+	cd hack/release && $(GO) run . push --images ../../$(IMAGES_DIR) --registry $(REGISTRY) --version $(VERSION)
 
 tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1, KEDA with WITH_KEDA=1).
 	hack/build-tools.sh
@@ -61,6 +82,7 @@ verify-fmt:
 vet:
 	$(GO) vet ./...
 	cd test/migration && $(GO) vet ./...
+	cd hack/release && $(GO) vet ./...
 
 test: clear-skips verify test-unit test-integration test-e2e test-migration test-faults test-ecosystem ## Everything CI runs.
 
@@ -70,6 +92,7 @@ clear-skips:
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	cd hack/tools/localtool && $(GO) test $(GO_TEST_FLAGS) ./...
+	cd hack/release && $(GO) test $(GO_TEST_FLAGS) ./...
 
 test-integration: ## The real API server on a real (embedded) etcd, in process (and the pinned kubectl).
 	hack/build-tools.sh kubectl

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -14,16 +15,19 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nativejobset/jobset/pkg/apiserver"
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "jobset-apiserver: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run parses args and serves; with --version it prints the version to
+// stdout and returns before anything starts.
+func run(args []string, stdout io.Writer) error {
 	opts := apiserver.NewOptions(os.Stdout, os.Stderr)
 	logOpts := logs.NewOptions()
 
@@ -31,10 +35,15 @@ func run() error {
 	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	opts.AddFlags(fs)
 	logsapi.AddFlags(logOpts, fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return nil
 		}
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, version.String("jobset-apiserver"))
 		return err
 	}
 	if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {

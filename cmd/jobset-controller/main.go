@@ -6,11 +6,14 @@ package main
 import (
 	goflag "flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
+
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 // defaultGCPercent is the garbage collector's target when GOGC is not
@@ -25,18 +28,13 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	o := defaultOptions()
-	fs := pflag.NewFlagSet("jobset-controller", pflag.ContinueOnError)
-	o.addFlags(fs)
-	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == pflag.ErrHelp {
-			os.Exit(0)
-		}
+	o, exit, err := parseArgs(os.Args[1:], os.Stdout)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if exit {
+		os.Exit(0)
 	}
 	if err := run(o); err != nil {
 		klog.ErrorS(err, "jobset-controller failed")
@@ -44,4 +42,27 @@ func main() {
 		os.Exit(1)
 	}
 	klog.Flush()
+}
+
+// parseArgs parses the command line. exit is true when the command is done
+// (--help, or --version, which prints the version to stdout).
+func parseArgs(args []string, stdout io.Writer) (o *options, exit bool, err error) {
+	o = defaultOptions()
+	fs := pflag.NewFlagSet("jobset-controller", pflag.ContinueOnError)
+	o.addFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(args); err != nil {
+		if err == pflag.ErrHelp {
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, version.String("jobset-controller"))
+		return nil, true, err
+	}
+	return o, false, nil
 }

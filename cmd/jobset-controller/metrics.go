@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	ctrlmetrics "github.com/nativejobset/jobset/pkg/controller/metrics"
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 // controllerMetrics is everything /metrics serves, in one registry.
@@ -27,6 +28,10 @@ type controllerMetrics struct {
 
 func newControllerMetrics(maxJobSets int) (*controllerMetrics, error) {
 	reg := ctrlmetrics.NewRegistry()
+	v := version.Get()
+	if err := ctrlmetrics.RegisterBuildInfo(reg, v.Version, v.Commit, v.GoVersion); err != nil {
+		return nil, err
+	}
 	rec, err := ctrlmetrics.NewRecorder(reg)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -37,6 +38,7 @@ import (
 
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	"github.com/nativejobset/jobset/pkg/inplaceagent"
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 const namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -51,6 +53,7 @@ type options struct {
 	probePath            string
 	probePort            string
 	restartViaAnnotation bool
+	version              bool
 }
 
 func envOr(names []string, def string) string {
@@ -78,8 +81,13 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.probePath, "probe-path", os.Getenv("STARTUP_PROBE_PATH"), "sidecar mode: path that answers 200 once the barrier lifts (default /barrier-is-down)")
 	fs.StringVar(&o.probePort, "probe-port", os.Getenv("STARTUP_PROBE_PORT"), "sidecar mode: port of the probe server (default 8081); 0 turns it off")
 	fs.BoolVar(&o.restartViaAnnotation, "restart-via-annotation", false, "signal restarts on the pod and start over instead of exiting (local kwok cluster)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		// Before the checks below: --version needs no pod environment.
+		return o, nil
 	}
 	if o.workerCommand != "" && (o.probePath != "" || o.probePort != "") {
 		return nil, fmt.Errorf("a worker command (wrapper mode) excludes the startup probe settings (sidecar mode)")
@@ -111,9 +119,16 @@ func parseOptions(args []string) (*options, error) {
 
 func main() {
 	o, err := parseOptions(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jobset-inplace-agent:", err)
 		os.Exit(2)
+	}
+	if o.version {
+		fmt.Println(version.String("jobset-inplace-agent"))
+		os.Exit(0)
 	}
 	os.Exit(run(o))
 }

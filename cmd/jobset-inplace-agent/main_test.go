@@ -44,3 +44,20 @@ func TestParseOptions(t *testing.T) {
 		t.Errorf("bad exit code: %v", err)
 	}
 }
+
+func TestVersionFlag(t *testing.T) {
+	// No pod environment: --version must not need one.
+	for _, name := range []string{"POD_NAMESPACE", "NAMESPACE", "POD_NAME", "JOBSET_NAME"} {
+		t.Setenv(name, "")
+	}
+	o, err := parseOptions([]string{"--version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.version {
+		t.Fatal("--version not recorded")
+	}
+	if o, err := parseOptions(nil); err == nil {
+		t.Fatalf("without --version the missing environment was accepted: %+v", o)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,10 +23,11 @@ import (
 
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	"github.com/nativejobset/jobset/pkg/migrate"
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -34,7 +36,9 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+// run migrates as args say; with --version it prints the version to stdout
+// and returns.
+func run(args []string, stdout io.Writer) error {
 	o := migrate.Options{RegisterAPIService: true}
 	o.Defaults()
 	var kubeconfig, caBundleFile string
@@ -55,7 +59,12 @@ func run(args []string) error {
 	fs.Int32Var(&o.ServicePort, "service-port", o.ServicePort, "Port of jobset-apiserver's Service.")
 	fs.StringVar(&caBundleFile, "ca-bundle-file", "", "PEM file of the CA that signed jobset-apiserver's serving certificate (the APIService's caBundle).")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Limit of each wait (upstream's controller stopped, CRD deleted, APIService available).")
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, version.String("jobset-migrate"))
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -75,7 +84,7 @@ func run(args []string) error {
 		}
 		o.CABundle = data
 	}
-	o.Out = os.Stdout
+	o.Out = stdout
 
 	cfg, err := config(kubeconfig)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--ca-bundle-file=/nonexistent/ca.crt"}, "no such file"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
 	} {
-		err := run(tc.args)
+		err := run(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}

@@ -1,14 +1,9 @@
 //go:build tools
 
-// Package release builds what a release of JobSet ships: OCI images, the
-// install manifests, the Helm chart package, SBOMs and checksums. It is a
-// module of its own so that the product's go.mod carries none of its
-// dependencies.
-//
 // This file pins the libraries the packages below use (and the vulnerability
 // tooling run by 'make verify'), so that 'go mod tidy' keeps them while the
 // packages are being written. govulncheck is a tool directive in go.mod.
-package release
+package main
 
 import (
 	_ "github.com/CycloneDX/cyclonedx-go"
