@@ -49,6 +49,13 @@ images: ## OCI images of the binaries for PLATFORMS into _output/images (layouts
 push: ## Push the images of 'make images' to $(REGISTRY)/<name>:$(VERSION) (credentials from docker's config).
 	cd hack/release && $(GO) run . push --images ../../$(IMAGES_DIR) --registry $(REGISTRY) --version $(VERSION)
 
+release: images ## The release bundle for VERSION into _output/release: manifests with REGISTRY's images pinned by digest, Helm chart, image archives, SBOMs, SHA256SUMS.
+	cd hack/release && $(GO) run . bundle --root ../.. --images ../../$(IMAGES_DIR) --out ../../_output/release --version $(VERSION)
+
+test-release: ## 'make release' of this checkout, and its SHA256SUMS checked.
+	$(MAKE) release
+	cd _output/release && sha256sum --check --quiet SHA256SUMS
+
 tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1, KEDA with WITH_KEDA=1).
 	hack/build-tools.sh
 	$(if $(filter 1,$(WITH_TRAINER)),hack/build-tools.sh trainer-controller-manager)
@@ -84,7 +91,7 @@ vet:
 	cd test/migration && $(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
 
-test: clear-skips verify test-unit test-integration test-e2e test-migration test-faults test-ecosystem ## Everything CI runs.
+test: clear-skips verify test-unit test-release test-integration test-e2e test-migration test-faults test-ecosystem ## Everything CI runs.
 
 clear-skips:
 	@rm -f _output/skipped-suites

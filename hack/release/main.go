@@ -5,6 +5,7 @@
 //
 //	go run . images --root ../.. --out ../../_output/images --version v0.1.0 --commit <sha> ...
 //	go run . push --images ../../_output/images --registry ghcr.io/nativejobset
+//	go run . bundle --root ../.. --images ../../_output/images --out ../../_output/release --version v0.1.0
 package main
 
 import (
@@ -16,11 +17,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nativejobset/jobset/hack/release/bundle"
 	"github.com/nativejobset/jobset/hack/release/image"
 )
 
@@ -31,6 +34,7 @@ var subcommands = []struct {
 }{
 	{"images", "build the OCI images of the binaries (an OCI layout and archives per image, and images.json)", runImages},
 	{"push", "push the images built by 'images' to a registry", runPush},
+	{"bundle", "write the release bundle from the images built by 'images': manifests pinned by digest, chart, archives, SBOMs, SHA256SUMS", runBundle},
 }
 
 func usage(w io.Writer) {
@@ -135,6 +139,29 @@ func runPush(ctx context.Context, args []string) error {
 		fmt.Println(d)
 	}
 	return err
+}
+
+func runBundle(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("bundle", flag.ContinueOnError)
+	var o bundle.Options
+	fs.StringVar(&o.Root, "root", "../..", "repository root")
+	fs.StringVar(&o.Images, "images", "../../_output/images", "directory written by 'images' (with images.json)")
+	fs.StringVar(&o.Out, "out", "../../_output/release", "the bundle's directory (emptied first)")
+	fs.StringVar(&o.Version, "version", "", "the release version; the images must have been built for it (required)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if o.Version == "" {
+		return fmt.Errorf("--version is required")
+	}
+	files, err := bundle.Write(o)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		fmt.Println(filepath.Join(o.Out, f))
+	}
+	return nil
 }
 
 func splitList(s string) []string {
