@@ -78,14 +78,10 @@ type Report struct {
 // ParseReport reads govulncheck's -format json output.
 func ParseReport(r io.Reader) (*Report, error) {
 	rep := &Report{Vulns: map[string]*Vuln{}}
-	get := func(id string) *Vuln {
-		v := rep.Vulns[id]
-		if v == nil {
-			v = &Vuln{ID: id}
-			rep.Vulns[id] = v
-		}
-		return v
-	}
+	// govulncheck sends an osv message for every entry it read, also
+	// those that turn out not to affect the scanned versions: only a
+	// finding makes a vulnerability part of the report.
+	summaries := map[string]string{}
 	sawConfig := false
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for {
@@ -105,19 +101,26 @@ func ParseReport(r io.Reader) (*Report, error) {
 			rep.ScanLevel = m.Config.ScanLevel
 			sawConfig = true
 		case m.OSV != nil:
-			get(m.OSV.ID).Summary = m.OSV.Summary
+			summaries[m.OSV.ID] = m.OSV.Summary
 		case m.Finding != nil:
 			f := m.Finding
 			if f.OSV == "" || len(f.Trace) == 0 {
 				return nil, fmt.Errorf("govulncheck output: finding without osv id or trace")
 			}
-			v := get(f.OSV)
+			v := rep.Vulns[f.OSV]
+			if v == nil {
+				v = &Vuln{ID: f.OSV}
+				rep.Vulns[f.OSV] = v
+			}
 			reach := f.Trace[0].Function != ""
 			if v.Example == nil || (reach && !v.Reachable) {
 				v.Example = f
 			}
 			v.Reachable = v.Reachable || reach
 		}
+	}
+	for id, v := range rep.Vulns {
+		v.Summary = summaries[id]
 	}
 	if !sawConfig {
 		return nil, errors.New("govulncheck output: no config message (not -format json output?)")
