@@ -218,9 +218,18 @@ func Describe(w io.Writer, rep *Report, al Allowlist, res Result) {
 			}
 			fmt.Fprintf(w, "      in %s@%s (fixed in %s)\n", top.Module, top.Version, fixed)
 			// The trace runs from the vulnerable symbol to the caller
-			// in the scanned code; print it caller first.
-			for i := len(f.Trace) - 1; i >= 0; i-- {
-				fmt.Fprintf(w, "      %s%s\n", strings.Repeat("  ", len(f.Trace)-1-i), f.Trace[i])
+			// in the scanned code; print it caller first, the middle of
+			// long ones elided ('go tool govulncheck -show traces' has
+			// it all).
+			n := len(f.Trace)
+			for i := n - 1; i >= 0; i-- {
+				if n > 6 && i < n-3 && i > 1 {
+					if i == 2 {
+						fmt.Fprintf(w, "        ... %d calls\n", n-5)
+					}
+					continue
+				}
+				fmt.Fprintf(w, "      %s\n", f.Trace[i])
 			}
 		}
 	}
