@@ -29,7 +29,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e
 WITH_KEDA ?= 0
 export WITH_KEDA
 
-.PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet \
+.PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet verify-vuln \
 	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
 	fuzz bench images push release test-release clean help clear-skips
 
@@ -78,13 +78,16 @@ down: ## Stop a local cluster started with 'make run' or hack/local-up.sh --deta
 generate: ## Regenerate deepcopy, defaults, conversion, OpenAPI, clientset, listers, informers, apply configurations.
 	hack/update-codegen.sh
 
-verify: verify-codegen verify-fmt vet ## Generated code up to date, gofmt clean, go vet clean.
+verify: verify-codegen verify-fmt vet verify-vuln ## Generated code up to date, gofmt clean, go vet clean, no known vulnerable symbol reachable.
 
 verify-codegen:
 	hack/verify-codegen.sh
 
 verify-fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+verify-vuln: ## govulncheck on ./cmd/... against an offline database (VULNDB_VERSION in hack/versions.env); exceptions in hack/vuln-allowlist.txt.
+	GO=$(GO) GO_BUILD_TAGS='$(GO_BUILD_TAGS)' hack/verify-vuln.sh
 
 vet:
 	$(GO) vet ./...
