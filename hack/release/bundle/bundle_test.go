@@ -19,7 +19,7 @@ const (
 )
 
 // fakeImages writes an images.json like 'make images' does, for two images
-// and one platform, whose binaries are this test binary (a Go binary with
+// and one platform, whose binaries are copies of this test binary (a Go binary with
 // build information) and whose archives are small files.
 func fakeImages(t *testing.T) string {
 	t.Helper()
@@ -31,12 +31,19 @@ func fakeImages(t *testing.T) string {
 	m := image.Manifest{Version: testVersion, Commit: strings.Repeat("a", 40), Created: time.Unix(1700000000, 0).UTC(), Repository: "registry.test/js"}
 	for name, digest := range map[string]string{"jobset-apiserver": apiDigest, "jobset-controller": ctrlDigest} {
 		archive := name + "_linux_amd64.tar"
+		binary := "bin/linux_amd64/" + name
+		if err := os.MkdirAll(filepath.Join(dir, "bin/linux_amd64"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := copyFile(self, filepath.Join(dir, binary)); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, archive), []byte("archive of "+name), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		m.Images = append(m.Images, image.Image{
 			Name: name, Reference: "registry.test/js/" + name + ":" + testVersion, IndexDigest: digest,
-			Platforms: []image.Platform{{OS: "linux", Architecture: "amd64", Archive: archive, Binary: self}},
+			Platforms: []image.Platform{{OS: "linux", Architecture: "amd64", Archive: archive, Binary: binary}},
 		})
 	}
 	data, err := json.Marshal(m)
