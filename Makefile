@@ -13,8 +13,13 @@ GO_BUILD_TAGS ?= fieldsv1string
 # the images' tag: the release tag on a tagged commit, else a semver-valid
 # version of the commit. Neither depends on uncommitted changes, so that
 # rebuilding a commit gives the same images.
-VERSION ?= $(shell git describe --tags --match 'v*' --exact-match 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD))
-COMMIT ?= $(shell git rev-parse HEAD)
+# Both are read once, when make starts, so that one run stamps one version.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --match 'v*' --exact-match 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD))
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell git rev-parse HEAD)
+endif
 VERSION_PKG := github.com/nativejobset/jobset/pkg/version
 # CGO_ENABLED=0 and -trimpath as in the images, so that 'make build' and
 # 'make images' share the Go build cache.
