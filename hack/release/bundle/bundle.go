@@ -42,6 +42,10 @@ var installs = []struct{ file, overlay string }{
 	{"jobset-external-etcd.yaml", "artifacts/deploy/overlays/external-etcd"},
 }
 
+// installed are the images the install manifests run; the others (the
+// in-place agent, the migration tool) are shipped as archives only.
+var installed = []string{"jobset-apiserver", "jobset-controller"}
+
 // SumsFile is the checksum list, in the format 'sha256sum -c' reads.
 const SumsFile = "SHA256SUMS"
 
@@ -63,7 +67,12 @@ func Write(o Options) ([]string, error) {
 
 	pinned := map[string]string{}
 	for _, img := range m.Images {
-		pinned[img.Name] = img.Reference + "@" + img.IndexDigest
+		if slices.Contains(installed, img.Name) {
+			pinned[img.Name] = img.Reference + "@" + img.IndexDigest
+		}
+	}
+	if len(pinned) != len(installed) {
+		return nil, fmt.Errorf("%s lacks some of the images the install manifests run (%s)", filepath.Join(o.Images, image.ManifestFile), strings.Join(installed, ", "))
 	}
 	for _, in := range installs {
 		yaml, err := manifests.Render(filepath.Join(o.Root, in.overlay), pinned)

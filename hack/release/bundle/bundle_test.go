@@ -16,9 +16,10 @@ const (
 	testVersion = "v1.2.3"
 	apiDigest   = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 	ctrlDigest  = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	agentDigest = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
 )
 
-// fakeImages writes an images.json like 'make images' does, for two images
+// fakeImages writes an images.json like 'make images' does, for three images
 // and one platform, whose binaries are copies of this test binary (a Go binary with
 // build information) and whose archives are small files.
 func fakeImages(t *testing.T) string {
@@ -29,7 +30,8 @@ func fakeImages(t *testing.T) string {
 		t.Fatal(err)
 	}
 	m := image.Manifest{Version: testVersion, Commit: strings.Repeat("a", 40), Created: time.Unix(1700000000, 0).UTC(), Repository: "registry.test/js"}
-	for name, digest := range map[string]string{"jobset-apiserver": apiDigest, "jobset-controller": ctrlDigest} {
+	images := map[string]string{"jobset-apiserver": apiDigest, "jobset-controller": ctrlDigest, "jobset-inplace-agent": agentDigest}
+	for name, digest := range images {
 		archive := name + "_linux_amd64.tar"
 		binary := "bin/linux_amd64/" + name
 		if err := os.MkdirAll(filepath.Join(dir, "bin/linux_amd64"), 0o755); err != nil {
@@ -64,8 +66,8 @@ func TestWrite(t *testing.T) {
 	}
 	for _, want := range []string{
 		"jobset.yaml", "jobset-external-etcd.yaml", "jobset-1.2.3.tgz",
-		"images/jobset-apiserver_linux_amd64.tar", "images/jobset-controller_linux_amd64.tar",
-		"sbom/jobset-apiserver_linux_amd64.cdx.json", "sbom/jobset-controller_linux_amd64.cdx.json",
+		"images/jobset-apiserver_linux_amd64.tar", "images/jobset-controller_linux_amd64.tar", "images/jobset-inplace-agent_linux_amd64.tar",
+		"sbom/jobset-apiserver_linux_amd64.cdx.json", "sbom/jobset-controller_linux_amd64.cdx.json", "sbom/jobset-inplace-agent_linux_amd64.cdx.json",
 		SumsFile,
 	} {
 		if _, err := os.Stat(filepath.Join(out, want)); err != nil {
