@@ -12,8 +12,8 @@ GO_BUILD_TAGS ?= fieldsv1string
 # The version stamped into the binaries (--version, jobset_build_info) and
 # the images' tag: the release tag on a tagged commit, else a semver-valid
 # version of the commit. Neither depends on uncommitted changes, so that
-# rebuilding a commit gives the same images.
-# Both are read once, when make starts, so that one run stamps one version.
+# rebuilding a commit gives the same images, and both are read once, when
+# make starts, so that one run stamps one version.
 ifeq ($(origin VERSION),undefined)
 VERSION := $(shell git describe --tags --match 'v*' --exact-match 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD))
 endif
@@ -57,8 +57,7 @@ push: ## Push the images of 'make images' to $(REGISTRY)/<name>:$(VERSION) (cred
 release: images ## The release bundle for VERSION into _output/release: manifests with REGISTRY's images pinned by digest, Helm chart, image archives, SBOMs, SHA256SUMS.
 	cd hack/release && $(GO) run . bundle --root ../.. --images ../../$(IMAGES_DIR) --out ../../_output/release --version $(VERSION)
 
-test-release: ## 'make release' of this checkout, and its SHA256SUMS checked.
-	$(MAKE) release
+test-release: release ## 'make release' of this checkout, and its SHA256SUMS checked.
 	cd _output/release && sha256sum --check --quiet SHA256SUMS
 
 tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) into _output/bin (and Kubeflow Trainer with WITH_TRAINER=1, KEDA with WITH_KEDA=1).
