@@ -6,6 +6,7 @@
 //	go run . images --root ../.. --out ../../_output/images --version v0.1.0 --commit <sha> ...
 //	go run . push --images ../../_output/images --registry ghcr.io/nativejobset
 //	go run . bundle --root ../.. --images ../../_output/images --out ../../_output/release --version v0.1.0
+//	go run . node-images --out ../../_output/node-images [--busybox /bin/busybox]
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"github.com/nativejobset/jobset/hack/release/bundle"
 	"github.com/nativejobset/jobset/hack/release/image"
+	"github.com/nativejobset/jobset/hack/release/nodeimage"
 )
 
 // subcommands, in the order usage lists them.
@@ -35,13 +37,14 @@ var subcommands = []struct {
 	{"images", "build the OCI images of the binaries (an OCI layout and archives per image, and images.json)", runImages},
 	{"push", "push the images built by 'images' to a registry", runPush},
 	{"bundle", "write the release bundle from the images built by 'images': manifests pinned by digest, chart, archives, SBOMs, SHA256SUMS", runBundle},
+	{"node-images", "build the local node's pause and busybox images as archives for 'ctr images import'", runNodeImages},
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: go run ./hack/release <subcommand> [flags]  (-h after a subcommand lists its flags)")
 	fmt.Fprintln(w, "subcommands:")
 	for _, c := range subcommands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 }
 
@@ -160,6 +163,26 @@ func runBundle(_ context.Context, args []string) error {
 	}
 	for _, f := range files {
 		fmt.Println(filepath.Join(o.Out, f))
+	}
+	return nil
+}
+
+func runNodeImages(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("node-images", flag.ContinueOnError)
+	o := image.NodeOptions{Log: os.Stderr}
+	fs.StringVar(&o.Root, "root", "../..", "repository root")
+	fs.StringVar(&o.Out, "out", "../../_output/node-images", "output directory for "+nodeimage.PauseArchive+" and "+nodeimage.BusyboxArchive)
+	fs.StringVar(&o.Busybox, "busybox", "", "static linux/amd64 busybox binary (default: busybox on PATH, else /bin/busybox or /usr/bin/busybox)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	imgs, err := image.BuildNodeImages(ctx, o)
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		fmt.Fprintf(os.Stderr, "wrote %s\n", img.Archive)
+		fmt.Println(img.Reference)
 	}
 	return nil
 }

@@ -15,14 +15,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// entry is one file or directory of a layer. Exactly one of data and path
-// is used for a regular file; path is read when the layer is written.
+// entry is one file, directory or symlink of a layer. Exactly one of data
+// and path is used for a regular file; path is read when the layer is
+// written. An entry with link set is a symlink to it.
 type entry struct {
 	name     string // relative, no leading slash; directories end in "/"
 	mode     int64  // permission bits, with c_ISVTX (01000) for sticky
 	uid, gid int
 	data     []byte
 	path     string
+	link     string
 }
 
 // writeLayer writes entries as a gzipped tar that depends only on its
@@ -49,6 +51,8 @@ func writeLayer(w io.Writer, entries []entry, mtime time.Time) error {
 		}
 		var body io.Reader
 		switch {
+		case e.link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.link
 		case e.name[len(e.name)-1] == '/':
 			h.Typeflag = tar.TypeDir
 		case e.path != "":

@@ -1,0 +1,22 @@
+// Package nodeimage names the images that the local test cluster's node
+// imports into containerd ('ctr -n k8s.io images import') from the
+// archives that 'go run ./hack/release node-images' writes: the node can
+// pull nothing, so these are its only images besides JobSet's own. The
+// package holds nothing else, so that any code may import it.
+package nodeimage
+
+const (
+	// Pause is the pod sandbox image, containerd's sandbox image. Its
+	// entrypoint is /pause, built from hack/release/pause.
+	Pause = "localhost/jobset-local/pause:v1"
+
+	// Busybox is a busybox image for test pods: /bin/sh and the other
+	// applets, PATH=/bin, default command sh.
+	Busybox = "localhost/jobset-local/busybox:v1"
+)
+
+// Archive names, as written into the output directory.
+const (
+	PauseArchive   = "pause.tar"
+	BusyboxArchive = "busybox.tar"
+)
