@@ -29,14 +29,16 @@ REGISTRY ?= ghcr.io/nativejobset
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES_DIR := _output/images
 # Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench -e /test/node)
+# The real node's optional tools (REAL_NODE=1, make test-node).
+NODE_TOOLS := containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns
 # WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
 WITH_KEDA ?= 0
 export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet verify-vuln \
-	test test-unit test-integration test-e2e test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
-	fuzz bench images push release test-release clean help clear-skips
+	test test-unit test-integration test-e2e test-node node-tools node-images test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
+	fuzz bench bench-node images push release test-release clean help clear-skips
 
 all: build
 
@@ -64,6 +66,12 @@ tools: ## Build the local control plane (kube-*, etcd, kwok, metrics-server) int
 	hack/build-tools.sh
 	$(if $(filter 1,$(WITH_TRAINER)),hack/build-tools.sh trainer-controller-manager)
 	$(if $(filter 1,$(WITH_KEDA)),hack/build-tools.sh keda-operator keda-adapter)
+node-tools: ## Build the real node's tools (containerd, ctr, the runc shim, CNI plugins, CoreDNS) into _output/bin; kubelet and kube-proxy come with 'make tools'.
+	hack/build-tools.sh $(NODE_TOOLS)
+
+node-images: images ## The real node's images: the sandbox image, busybox, busybox with the in-place agent (_output/node-images).
+	cd hack/release && $(GO) run . node-images --out ../../_output/node-images --images ../../$(IMAGES_DIR)
+
 keda-tools: ## Build KEDA's operator and metrics API server (keda-operator, keda-adapter) into _output/bin.
 	hack/build-tools.sh keda-operator keda-adapter
 
@@ -98,7 +106,7 @@ vet:
 	cd test/migration && $(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
 
-test: clear-skips verify test-unit test-release test-integration test-e2e test-migration test-faults test-ecosystem ## Everything CI runs.
+test: clear-skips verify test-unit test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem ## Everything CI runs.
 
 clear-skips:
 	@rm -f _output/skipped-suites
@@ -114,6 +122,9 @@ test-integration: ## The real API server on a real (embedded) etcd, in process (
 
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+
+test-node: build tools node-tools node-images ## A real node (containerd, runc, CNI, kubelet, kube-proxy, CoreDNS; needs root): the product installed in-cluster from its images, real pods.
+	$(GO) test $(GO_TEST_FLAGS) -timeout 30m -v ./test/node/... 2>&1 | tee _output/node.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).
 	cd test/migration && $(GO) test $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
@@ -155,8 +166,11 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s); findings land in
 		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
 
-bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md.
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./test/bench/...
+bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md. The real node's are 'make bench-node'.
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $$($(GO) list ./test/bench/... | grep -v /test/bench/node)
+
+bench-node: build tools node-tools node-images ## Restarts on the real node (root): in place against Recreate, and Recreate with workloads that ignore SIGTERM.
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m -v ./test/bench/node/ 2>&1 | tee _output/bench-node.log | grep -E '^(Benchmark|---|PASS|FAIL|ok)|round|_test.go'
 
 clean: ## Remove build output (binaries, local cluster state).
 	rm -rf _output

@@ -54,15 +54,19 @@ wanted=("$@")
 # module_of <tool>: the hack/tools/<module> that builds it, and its package.
 module_of() {
   case "$1" in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "kube k8s.io/kubernetes/cmd/$1" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) echo "kube k8s.io/kubernetes/cmd/$1" ;;
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
     kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
     metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
     keda-operator) echo "keda github.com/kedacore/keda/v2/cmd/operator" ;;
     keda-adapter) echo "keda github.com/kedacore/keda/v2/cmd/adapter" ;;
     trainer-controller-manager) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager" ;;
+    containerd|ctr|containerd-shim-runc-v2) echo "containerd github.com/containerd/containerd/v2/cmd/$1" ;;
+    bridge|loopback) echo "cni github.com/containernetworking/plugins/plugins/main/$1" ;;
+    host-local) echo "cni github.com/containernetworking/plugins/plugins/ipam/host-local" ;;
+    coredns) echo "coredns ." ;; # main.go: CoreDNS with the plugins the node uses
     localtool) echo "localtool ." ;;
-    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${KEDA_TOOLS[*]} trainer-controller-manager localtool)" ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${KEDA_TOOLS[*]} trainer-controller-manager ${NODE_TOOLS[*]} localtool)" ;;
   esac
 }
 
@@ -72,6 +76,9 @@ ldflags_for() {
     # metrics-server reports its version through client-go's version package.
     metrics-server) echo "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}" ;;
     keda) echo "-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION}" ;;
+    # containerd reports its version to the kubelet over CRI.
+    containerd) echo "-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" ;;
+    coredns) echo "-s -w" ;;
     *) echo "-s -w" ;;
   esac
 }
@@ -102,8 +109,10 @@ install_bin() { # <src> <tool> <hash>
 # by the hash of its own sources and never cached outside the checkout.
 localtool_hash() {
   local f
-  for f in "${ROOT}"/hack/tools/localtool/*.go "${ROOT}/hack/tools/localtool/go.mod"; do
-    [[ "${f}" == *_test.go ]] || cat "${f}"
+  # Its sources, sub-packages and embedded files included.
+  for f in $(cd "${ROOT}" && find hack/tools/localtool -type f \( -name '*.go' -o -name '*.yaml' -o -name go.mod \) ! -name '*_test.go' | LC_ALL=C sort); do
+    echo "== ${f}"
+    cat "${ROOT}/${f}"
   done | sha256sum | cut -c1-16
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops the local development cluster started by hack/local-up.sh.
 #
-# Every component is stopped through its pid file in LOCAL_DIR/pids (SIGTERM,
+# A real node (REAL_NODE=1) goes first, with everything it left on the host
+# ("localtool node down"). Every component is stopped through its pid file in LOCAL_DIR/pids (SIGTERM,
 # then SIGKILL after STOP_TIMEOUT seconds, default 20): first the controllers,
 # then the API servers, etcd last. A pid file whose process is gone, or whose
 # pid now belongs to a different process (checked by the process start time

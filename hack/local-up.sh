@@ -64,6 +64,16 @@
 #                               health +81, metrics +82 (TRAINER_WEBHOOK_PORT, TRAINER_HEALTH_PORT,
 #                               TRAINER_METRICS_PORT); needs the JobSet components.
 #                               TRAINER_ARGS: extra flags (word-split)
+#   REAL_NODE [0]               1: also run one real node (needs root): containerd + Debian's runc,
+#                               the CNI bridge, a kubelet, kube-proxy and CoreDNS, built by
+#                               hack/build-tools.sh; the node jobset-node-0 carries the label and
+#                               NoSchedule taint jobset.local/real-node=true; pods get addresses on
+#                               the bridge jobset0 (NODE_BRIDGE_ADDRESS [10.88.0.1/24], the host's
+#                               address and the pod subnet) with no route off the machine; images
+#                               imported: _output/node-images (the sandbox image, busybox, busybox
+#                               with the in-place agent: make node-images) and this checkout's
+#                               images (make images). Ports +90..+96.
+#                               See "localtool node" (hack/tools/localtool/node).
 #   SKIP_BUILD [0]              1: do not run hack/build-tools.sh / go build
 #   KEEP_ON_FAILURE [0]         1: leave the processes running when startup fails
 #   CLEAN [0]                   1: wipe the cluster data (not the certificates) first
@@ -129,6 +139,10 @@ SKIP_BUILD="${SKIP_BUILD:-0}"
 KEEP_ON_FAILURE="${KEEP_ON_FAILURE:-0}"
 CLEAN="${CLEAN:-0}"
 WITH_KEDA="${WITH_KEDA:-0}"
+REAL_NODE="${REAL_NODE:-0}"
+NODE_BRIDGE_ADDRESS="${NODE_BRIDGE_ADDRESS:-10.88.0.1/24}"
+NODE_BRIDGE_IP="${NODE_BRIDGE_ADDRESS%/*}"
+NODE_TOOLS=(containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns kubelet kube-proxy)
 
 DATA_DIR="${LOCAL_DIR}/data"
 KWOK_CONFIG_DIR="${ROOT}/hack/local/kwok"
@@ -183,6 +197,24 @@ fi
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server localtool; do
   [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh"
 done
+case "${REAL_NODE}" in
+  0|false|no) REAL_NODE=0 ;;
+  1|true|yes)
+    REAL_NODE=1
+    [[ $(id -u) == 0 ]] || local::die "REAL_NODE=1 needs root (namespaces, mounts, a bridge, iptables)"
+    for b in runc iptables ip; do
+      command -v "${b}" >/dev/null || local::die "REAL_NODE=1 needs ${b}: apt-get install runc iptables iproute2"
+    done
+    if [[ "${SKIP_BUILD}" != 1 ]]; then
+      local::log "building the node's tools and images (make node-tools node-images PLATFORMS=linux/amd64)"
+      make -C "${ROOT}" --no-print-directory node-tools node-images PLATFORMS=linux/amd64 >/dev/null
+    fi
+    for b in "${NODE_TOOLS[@]}"; do
+      [[ -x "${BIN_DIR}/${b}" ]] || local::die "${BIN_DIR}/${b} is missing; run hack/build-tools.sh ${NODE_TOOLS[*]}"
+    done
+    ;;
+  *) local::die "REAL_NODE must be 0 or 1" ;;
+esac
 case "${WITH_KEDA}" in
   0|false|no) WITH_KEDA=0 ;;
   1|true|yes)
@@ -306,7 +338,7 @@ lt key -out "${P}/sa"
 lt cert -ca "${P}/ca" -out "${P}/etcd-server" -cn etcd -server -san "localhost,127.0.0.1"
 lt cert -ca "${P}/ca" -out "${P}/etcd-client" -cn kube-apiserver-etcd-client -client
 lt cert -ca "${P}/ca" -out "${P}/kube-apiserver" -cn kube-apiserver -server \
-  -san "localhost,127.0.0.1,${FIRST_SERVICE_IP},kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local"
+  -san "localhost,127.0.0.1,${NODE_BRIDGE_IP},${FIRST_SERVICE_IP},kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local"
 lt cert -ca "${P}/ca" -out "${P}/kube-apiserver-kubelet-client" -cn kube-apiserver-kubelet-client -o system:masters -client
 lt cert -ca "${P}/front-proxy-ca" -out "${P}/front-proxy-client" -cn front-proxy-client -client
 lt cert -ca "${P}/ca" -out "${P}/admin" -cn admin -o system:masters -client
@@ -481,10 +513,18 @@ wait_for etcd "etcd health" probe -cert "${P}/etcd-client.crt" -key "${P}/etcd-c
 # ---------------------------------------------------------------------------
 # kube-apiserver
 
+# Without a real node nothing uses the "kubernetes" Service. With one, pods
+# reach kube-apiserver through it at the bridge address, where "localtool
+# node" forwards to 127.0.0.1.
+if [[ ${REAL_NODE} == 1 ]]; then
+  advertise=(--advertise-address="${NODE_BRIDGE_IP}" --endpoint-reconciler-type=lease)
+else
+  advertise=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+fi
 start kube-apiserver "${BIN_DIR}/kube-apiserver" \
   --v="${LOG_VERBOSITY}" \
   --bind-address=127.0.0.1 \
-  --advertise-address=127.0.0.1 \
+  "${advertise[@]}" \
   --secure-port="${APISERVER_PORT}" \
   --tls-cert-file="${P}/kube-apiserver.crt" --tls-private-key-file="${P}/kube-apiserver.key" \
   --client-ca-file="${P}/ca.crt" \
@@ -497,7 +537,6 @@ start kube-apiserver "${BIN_DIR}/kube-apiserver" \
   --service-account-key-file="${P}/sa.pub" \
   --service-account-signing-key-file="${P}/sa.key" \
   --api-audiences=https://kubernetes.default.svc.cluster.local \
-  --endpoint-reconciler-type=none \
   --kubelet-client-certificate="${P}/kube-apiserver-kubelet-client.crt" \
   --kubelet-client-key="${P}/kube-apiserver-kubelet-client.key" \
   --kubelet-certificate-authority="${P}/ca.crt" \
@@ -875,6 +914,20 @@ if [[ ${WITH_KEDA} == 1 ]]; then
 fi
 
 wait_for metrics-server "APIService v1beta1.metrics.k8s.io Available" apiservice_available v1beta1.metrics.k8s.io
+
+# ---------------------------------------------------------------------------
+# The real node (REAL_NODE=1): hack/tools/localtool/node
+
+if [[ ${REAL_NODE} == 1 ]]; then
+  node_images=()
+  for f in "${ROOT}"/_output/node-images/*.tar "${ROOT}"/_output/images/*_linux_amd64.tar; do
+    [[ -e "${f}" ]] && node_images+=("${f}")
+  done
+  lt node up -local-dir "${LOCAL_DIR}" -bin-dir "${BIN_DIR}" -port-base "${PORT_BASE}" \
+    -apiserver-port "${APISERVER_PORT}" -bridge-address "${NODE_BRIDGE_ADDRESS}" \
+    -service-cidr "${SERVICE_CIDR}" -wait "${WAIT_TIMEOUT}s" \
+    -images "$(IFS=,; echo "${node_images[*]}")"
+fi
 if [[ ${WITH_JOBSET} == 1 && -x "${BIN_DIR}/jobset-controller" ]]; then
   # The controller has had the time the metrics APIService took; it must still run.
   local::pid jobset-controller >/dev/null ||
@@ -914,6 +967,8 @@ KEDA_OPERATOR_METRICS_PORT=${KEDA_OPERATOR_METRICS_PORT}
 KEDA_OPERATOR_HEALTH_PORT=${KEDA_OPERATOR_HEALTH_PORT}
 KEDA_ADAPTER_PORT=${KEDA_ADAPTER_PORT}
 KEDA_ADAPTER_METRICS_PORT=${KEDA_ADAPTER_METRICS_PORT}
+REAL_NODE=${REAL_NODE}
+NODE_BRIDGE_ADDRESS=${NODE_BRIDGE_ADDRESS}
 EOF
 
 cat <<EOF

@@ -27,7 +27,8 @@ ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
 LOCAL_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok metrics-server
   jobset-apiserver jobset-apiserver-1 jobset-apiserver-2 jobset-apiserver-3 jobset-apiserver-lb
   jobset-controller jobset-controller-1 jobset-controller-2 jobset-controller-3 trainer-controller-manager
-  keda-operator keda-adapter)
+  keda-operator keda-adapter
+  node-apiserver-forwarder containerd kubelet kube-proxy coredns)
 # Stop order: the clients first, so that no watch (kube-controller-manager
 # watches every resource, jobsets too, through the aggregator) keeps an
 # aggregated API server from finishing its graceful shutdown.
@@ -109,8 +110,19 @@ local::stop() {
   rm -f "$(local::pidfile "${name}")"
 }
 
+# local::node_down: stop the real node (REAL_NODE=1) and undo what it did on
+# the host (containers, mounts, cgroups, bridge, iptables rules); nothing when
+# this stack never had one.
+local::node_down() {
+  [[ -d "${LOCAL_DIR}/data/node" ]] || return 0
+  [[ -x "${BIN_DIR}/localtool" ]] || { echo "warning: ${BIN_DIR}/localtool is missing; cannot stop the real node" >&2; return 1; }
+  "${BIN_DIR}/localtool" node down -local-dir "${LOCAL_DIR}" -bin-dir "${BIN_DIR}" \
+    -bridge-address "${NODE_BRIDGE_ADDRESS:-10.88.0.1/24}"
+}
+
 local::stop_all() {
   local c rc=0
+  local::node_down || rc=1
   for c in "${LOCAL_STOP_ORDER[@]}"; do
     local::stop "${c}" || rc=1
   done

@@ -12,7 +12,7 @@ source "${TOOLS_LIB_ROOT}/hack/versions.env"
 TOOLS_GO_DIRECTIVE="1.26.0"
 
 # Binaries built from k8s.io/kubernetes/cmd/<name>.
-KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 # Every binary hack/build-tools.sh produces.
 ALL_TOOLS=("${KUBE_TOOLS[@]}" etcd kwok metrics-server)
 # Tool modules (directories under hack/tools/) whose go.mod/go.sum pin the builds.
@@ -20,12 +20,14 @@ TOOL_MODULES=(kube etcd kwok metrics-server)
 # Optional tool modules: built only when one of their tools is named on the
 # command line. Each has a hash and a cache entry of its own, so adding or
 # bumping one never rebuilds the control plane above.
-OPTIONAL_TOOL_MODULES=(keda trainer)
+OPTIONAL_TOOL_MODULES=(keda trainer containerd cni coredns)
 # The pins of hack/versions.env that decide the control plane binaries; the
 # optional modules' pins are left out of tools::hash.
 CORE_PINS=(KUBERNETES_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION)
 # Binaries of the KEDA module.
 KEDA_TOOLS=(keda-operator keda-adapter)
+# Binaries of the real node's modules (containerd, cni, coredns).
+NODE_TOOLS=(containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns)
 
 tools::die() {
   echo "error: $*" >&2
@@ -59,6 +61,9 @@ tools::check_modules() {
   check metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
   check keda github.com/kedacore/keda/v2 "${KEDA_VERSION}"
   check trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}"
+  check containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}"
+  check cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}"
+  check coredns github.com/coredns/coredns "${COREDNS_VERSION}"
   # Every staging replacement must point at KUBE_STAGING_VERSION.
   m="$(awk -v v="${KUBE_STAGING_VERSION}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != v {print $1 " " $4}' "${dir}/kube/go.mod")"
   if [[ -n "${m}" ]]; then
@@ -100,11 +105,15 @@ tools::is_optional() {
 }
 
 # tools::module_hash <module>: hash of what decides an optional module's
-# binaries: its go.mod/go.sum and the Go toolchain.
+# binaries: its go.mod/go.sum, its own Go files (coredns has a main.go) and
+# the Go toolchain.
 tools::module_hash() {
-  local dir="${TOOLS_LIB_ROOT}/hack/tools/$1"
+  local dir="${TOOLS_LIB_ROOT}/hack/tools/$1" f
   {
     cat "${dir}/go.mod" "${dir}/go.sum"
+    for f in "${dir}"/*.go; do
+      [[ -e "${f}" ]] && cat "${f}"
+    done
     go env GOVERSION GOOS GOARCH
   } | sha256sum | cut -c1-16
 }

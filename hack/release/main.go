@@ -173,6 +173,7 @@ func runNodeImages(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Root, "root", "../..", "repository root")
 	fs.StringVar(&o.Out, "out", "../../_output/node-images", "output directory for "+nodeimage.PauseArchive+" and "+nodeimage.BusyboxArchive)
 	fs.StringVar(&o.Busybox, "busybox", "", "static linux/amd64 busybox binary (default: busybox on PATH, else /bin/busybox or /usr/bin/busybox)")
+	fs.StringVar(&o.Images, "images", "", "output directory of 'make images'; when set, also "+nodeimage.BusyboxInPlaceAgentArchive+" (busybox with the in-place agent)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 # Run this after editing hack/versions.env and commit the result. Needs the Go
 # module proxy. Does not build anything; hack/build-tools.sh does that.
 #
-# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|keda|trainer|localtool ...]
+# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|keda|trainer|containerd|cni|coredns|localtool ...]
 set -euo pipefail
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -70,6 +70,33 @@ update_simple() {
   (cd "${dir}" && go mod tidy)
 }
 
+# update_multi <name> <module> <version> <tool package> ...
+update_multi() {
+  local dir="${TOOLS_DIR}/$1" mod="$2" version="$3" p
+  shift 3
+  mkdir -p "${dir}"
+  write_header "${dir}" "$(basename "${dir}")"
+  {
+    echo
+    echo "require ${mod} ${version}"
+    echo
+    echo "tool ("
+    for p in "$@"; do echo "	${p}"; done
+    echo ")"
+  } >>"${dir}/go.mod"
+  rm -f "${dir}/go.sum"
+  (cd "${dir}" && go mod tidy)
+}
+
+update_coredns() {
+  # A main package of our own (main.go) links the plugins the node uses.
+  local dir="${TOOLS_DIR}/coredns"
+  write_header "${dir}" coredns
+  printf '\nrequire github.com/coredns/coredns %s\n' "${COREDNS_VERSION}" >>"${dir}/go.mod"
+  rm -f "${dir}/go.sum"
+  (cd "${dir}" && go mod tidy)
+}
+
 update_keda() {
   local dir="${TOOLS_DIR}/keda" kmod
   # A dependency's replace directives do not apply to the modules that require
@@ -114,6 +141,11 @@ for t in "${targets[@]}"; do
     metrics-server) update_simple metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     keda) update_keda ;;
     trainer) update_simple trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
+    containerd) update_multi containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}" \
+      github.com/containerd/containerd/v2/cmd/{containerd,ctr,containerd-shim-runc-v2} ;;
+    cni) update_multi cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}" \
+      github.com/containernetworking/plugins/plugins/{main/bridge,main/loopback,ipam/host-local} ;;
+    coredns) update_coredns ;;
     localtool) update_localtool ;;
     *) tools::die "unknown tool module: ${t}" ;;
   esac

@@ -32,6 +32,10 @@ type NodeOptions struct {
 	Out string
 	// Busybox is a static linux/amd64 busybox; empty means FindBusybox.
 	Busybox string
+	// Images is the output directory of 'make images'; when set, the
+	// busybox image with the in-place agent is built too, with the agent
+	// binary built for its linux/amd64 image.
+	Images string
 	// Go is the go command; empty means "go" on PATH.
 	Go string
 	// Log receives progress lines; nil discards them.
@@ -122,14 +126,31 @@ func BuildNodeImages(ctx context.Context, o NodeOptions) ([]NodeImage, error) {
 		return nil, fmt.Errorf("busybox image: %w", err)
 	}
 
-	var out []NodeImage
-	for _, n := range []struct {
+	type nodeImageOut struct {
 		ref, archive string
 		img          v1.Image
-	}{
+	}
+	images := []nodeImageOut{
 		{nodeimage.Pause, nodeimage.PauseArchive, pause},
 		{nodeimage.Busybox, nodeimage.BusyboxArchive, busybox},
-	} {
+	}
+	if o.Images != "" {
+		agent, err := agentBinary(o.Images)
+		if err != nil {
+			return nil, err
+		}
+		withAgent, err := nodeImage(append(append([]entry{}, files...), entry{name: "jobset-inplace-agent", mode: 0o755, path: agent}), v1.Config{
+			Cmd:        []string{"sh"},
+			Env:        []string{"PATH=/bin"},
+			WorkingDir: "/",
+		})
+		if err != nil {
+			return nil, fmt.Errorf("busybox image with the agent: %w", err)
+		}
+		images = append(images, nodeImageOut{nodeimage.BusyboxInPlaceAgent, nodeimage.BusyboxInPlaceAgentArchive, withAgent})
+	}
+	var out []NodeImage
+	for _, n := range images {
 		tag, err := name.NewTag(n.ref, name.StrictValidation)
 		if err != nil {
 			return nil, err
@@ -141,6 +162,26 @@ func BuildNodeImages(ctx context.Context, o NodeOptions) ([]NodeImage, error) {
 		out = append(out, NodeImage{Reference: n.ref, Archive: path})
 	}
 	return out, nil
+}
+
+// agentBinary finds the linux/amd64 jobset-inplace-agent binary that
+// 'make images' built, through its images.json.
+func agentBinary(imagesDir string) (string, error) {
+	m, err := ReadManifest(imagesDir)
+	if err != nil {
+		return "", fmt.Errorf("%w (run 'make images' first)", err)
+	}
+	for _, img := range m.Images {
+		if img.Name != "jobset-inplace-agent" {
+			continue
+		}
+		for _, p := range img.Platforms {
+			if p.OS == "linux" && p.Architecture == "amd64" {
+				return filepath.Join(imagesDir, filepath.FromSlash(p.Binary)), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s: no linux/amd64 jobset-inplace-agent image", filepath.Join(imagesDir, ManifestFile))
 }
 
 // buildPause builds hack/release/pause as a static linux/amd64 binary.

@@ -172,3 +172,30 @@ func TestBusyboxRejectsDynamic(t *testing.T) {
 		t.Errorf("busyboxEntries(%s) = %v, want a dynamic-linking error", sh, err)
 	}
 }
+
+// The agent for the wrapper-mode image is the linux/amd64 binary that
+// images.json names; without one the error says what is missing.
+func TestAgentBinary(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := agentBinary(dir); err == nil || !strings.Contains(err.Error(), "make images") {
+		t.Errorf("no images.json: got %v, want an error that says to run make images", err)
+	}
+	m := Manifest{Images: []Image{{Name: "jobset-inplace-agent", Platforms: []Platform{
+		{OS: "linux", Architecture: "arm64", Binary: "bin/linux_arm64/jobset-inplace-agent"},
+		{OS: "linux", Architecture: "amd64", Binary: "bin/linux_amd64/jobset-inplace-agent"},
+	}}}}
+	if err := m.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := agentBinary(dir)
+	if want := filepath.Join(dir, "bin", "linux_amd64", "jobset-inplace-agent"); err != nil || got != want {
+		t.Errorf("agentBinary = %q, %v; want %q", got, err, want)
+	}
+	m.Images[0].Name = "jobset-controller"
+	if err := m.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agentBinary(dir); err == nil {
+		t.Error("a manifest without the agent gave no error")
+	}
+}

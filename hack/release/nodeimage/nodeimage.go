@@ -13,10 +13,18 @@ const (
 	// Busybox is a busybox image for test pods: /bin/sh and the other
 	// applets, PATH=/bin, default command sh.
 	Busybox = "localhost/jobset-local/busybox:v1"
+
+	// BusyboxInPlaceAgent is Busybox with /jobset-inplace-agent from
+	// 'make images' added: a workload image with the agent copied in, as
+	// wrapper mode needs (artifacts/inplace-agent/README.md).
+	BusyboxInPlaceAgent = "localhost/jobset-local/busybox-inplace-agent:v1"
 )
 
 // Archive names, as written into the output directory.
 const (
 	PauseArchive   = "pause.tar"
 	BusyboxArchive = "busybox.tar"
+	// BusyboxInPlaceAgentArchive is written only when the images of 'make
+	// images' are given.
+	BusyboxInPlaceAgentArchive = "busybox-inplace-agent.tar"
 )

@@ -23,12 +23,13 @@ import (
 // replica costs only the connections that were open to it.
 func runLB(args []string) error {
 	fs := flag.NewFlagSet("lb", flag.ContinueOnError)
-	listen := fs.String("listen", "", "address to listen on (loopback only)")
+	listen := fs.String("listen", "", "address to listen on (loopback, or an address of -listen-interface)")
+	iface := fs.String("listen-interface", "", "an interface (the real node's bridge) whose addresses -listen may use")
 	backends := fs.String("backends", "", "comma-separated backend addresses (loopback only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	lb, err := newLB(*listen, strings.Split(*backends, ","))
+	lb, err := newLB(*listen, *iface, strings.Split(*backends, ","))
 	if err != nil {
 		return err
 	}
@@ -44,8 +45,8 @@ type loadBalancer struct {
 	dialWait time.Duration
 }
 
-func newLB(listen string, backends []string) (*loadBalancer, error) {
-	if err := requireLoopback(listen); err != nil {
+func newLB(listen, iface string, backends []string) (*loadBalancer, error) {
+	if err := requireLoopback(listen); err != nil && !onInterface(listen, iface) {
 		return nil, fmt.Errorf("-listen: %w", err)
 	}
 	var bs []string
@@ -66,6 +67,32 @@ func newLB(listen string, backends []string) (*loadBalancer, error) {
 		return nil, err
 	}
 	return &loadBalancer{ln: ln, backends: bs, dialWait: 2 * time.Second}, nil
+}
+
+// onInterface reports whether addr's host is an address of the interface
+// named iface.
+func onInterface(addr, iface string) bool {
+	if iface == "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ifc, err := net.InterfaceByName(iface)
+	if err != nil {
+		return false
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == host {
+			return true
+		}
+	}
+	return false
 }
 
 func requireLoopback(addr string) error {

@@ -54,7 +54,7 @@ func ask(t *testing.T, addr string) string {
 
 func startLB(t *testing.T, backends ...string) *loadBalancer {
 	t.Helper()
-	lb, err := newLB("127.0.0.1:0", backends)
+	lb, err := newLB("127.0.0.1:0", "", backends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestLBRefusesNonLoopbackAddresses(t *testing.T) {
 		{"127.0.0.1:0", "10.0.0.1:443"},
 		{"127.0.0.1:0", ""},
 	} {
-		if lb, err := newLB(tc.listen, strings.Split(tc.backends, ",")); err == nil {
+		if lb, err := newLB(tc.listen, "", strings.Split(tc.backends, ",")); err == nil {
 			lb.ln.Close()
 			t.Errorf("newLB(%q, %q) succeeded, want an error", tc.listen, tc.backends)
 		}

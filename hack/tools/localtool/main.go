@@ -6,7 +6,8 @@
 //	localtool cert  -ca DIR/CA -out DIR/NAME -cn CN [-o ORG,...] [-san HOST_OR_IP,...] [-server] [-client]
 //	localtool key   -out DIR/NAME
 //	localtool probe [-cacert FILE] [-cert FILE -key FILE] [-timeout 2s] URL
-//	localtool lb    -listen 127.0.0.1:PORT -backends 127.0.0.1:A,127.0.0.1:B,...
+//	localtool lb    -listen 127.0.0.1:PORT [-listen-interface BRIDGE] -backends 127.0.0.1:A,127.0.0.1:B,...
+//	localtool node  up|down -local-dir DIR -bin-dir DIR [flags]
 //
 // "ca" writes NAME.crt and NAME.key; "cert" writes NAME.crt and NAME.key signed
 // by CA.crt/CA.key; "key" writes a bare key pair NAME.key and NAME.pub (the
@@ -22,7 +23,11 @@
 //
 // "lb" is a round-robin TCP load balancer on loopback with failover to the
 // next backend when one refuses: the local stand-in for a Service's endpoints
-// in front of several jobset-apiserver replicas (lb.go).
+// in front of several jobset-apiserver replicas (lb.go). With
+// -listen-interface it may also listen on an address of that interface (the
+// real node's bridge, where pods reach kube-apiserver).
+//
+// "node" starts and stops the local cluster's real node (package node).
 package main
 
 import (
@@ -45,6 +50,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/node"
 )
 
 const (
@@ -70,6 +77,8 @@ func main() {
 		err = runProbe(os.Args[2:])
 	case "lb":
 		err = runLB(os.Args[2:])
+	case "node":
+		err = node.Main(os.Args[2:])
 	default:
 		usage()
 	}
@@ -80,7 +89,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localtool ca|cert|key|probe|lb [flags]; see the package comment")
+	fmt.Fprintln(os.Stderr, "usage: localtool ca|cert|key|probe|lb|node [flags]; see the package comment")
 	os.Exit(2)
 }
 
