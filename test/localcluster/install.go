@@ -28,7 +28,7 @@ type imagesManifest struct {
 // InstallInCluster deploys artifacts/deploy/overlays/embedded-etcd as its README
 // says: a serving certificate in the Secret jobset-apiserver-tls, its CA as
 // the APIService's caBundle, the images set with kustomize, and (for this
-// cluster) a toleration of the real node's taint. The StatefulSet's volume
+// cluster) the real node as the pods' node, with a toleration of its taint. The StatefulSet's volume
 // is a PersistentVolume on the node, made ready for the non-root user as an
 // administrator would prepare a local volume.
 //
@@ -73,6 +73,9 @@ patches:
     - op: add
       path: /spec/template/spec/tolerations
       value: [{key: jobset.local/real-node, operator: Exists, effect: NoSchedule}]
+    - op: add
+      path: /spec/template/spec/nodeSelector
+      value: {jobset.local/real-node: "true"}
 - target: {kind: Deployment, name: jobset-controller}
   patch: *tolerate
 `, filepath.ToSlash(overlay),
@@ -120,7 +123,7 @@ spec:
 		if i == 0 {
 			stdin = pv
 		}
-		if out, err := c.Kubectl(stdin, args...); err != nil && !strings.Contains(out, "AlreadyExists") {
+		if out, err := c.Kubectl(stdin, args...); err != nil && !strings.Contains(out, "already exists") {
 			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}

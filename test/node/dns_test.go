@@ -14,14 +14,16 @@ import (
 )
 
 // resolveAll is the shell every pod of the peers JobSet starts with: it
-// resolves each name of $PEERS through the cluster DNS (by the short name
-// <hostname>.<subdomain>, as a program would, through the pod's search
-// domains) and prints "resolved <name> <address>".
+// resolves each name of $PEERS through the cluster DNS by the short name
+// <hostname>.<subdomain>, as a program would: through the C library's
+// resolver and the pod's search domains (busybox's ping prints the address
+// it resolved; its nslookup ignores search domains). It prints "resolved
+// <name> <address>".
 const resolveAll = `
 for h in $PEERS; do
   n=0
   while :; do
-    ip=$(nslookup "$h" 2>/dev/null | awk '/^Name:/ {found=1} found && /^Address/ {print $NF; exit}')
+    ip=$(ping -c 1 -W 1 "$h" 2>/dev/null | sed -n '1s/^PING [^ ]* (\([0-9.]*\)).*/\1/p')
     [ -n "$ip" ] && break
     n=$((n+1)); [ "$n" -lt 180 ] || { echo "cannot resolve $h"; exit 1; }
     sleep 1
@@ -100,6 +102,8 @@ spec:
     replicas: 1
     template:
       spec:
+        parallelism: 1
+        completions: 1
         backoffLimit: 0
         template:
           spec:

@@ -72,7 +72,7 @@ func TestAPIServerPodRestartKeepsJobSets(t *testing.T) {
 	}
 }
 
-// Deleting the leader controller pod: the other replica takes the Lease and
+// Deleting the leader controller pod: another replica takes the Lease and
 // goes on reconciling.
 func TestControllerLeaderFailover(t *testing.T) {
 	ctx := context.Background()
@@ -98,10 +98,18 @@ func TestControllerLeaderFailover(t *testing.T) {
 		t.Fatalf("no standby beside leader %s among %d controller pods", leader, len(pods.Items))
 	}
 	kubectl(t, "-n", localcluster.SystemNamespace, "delete", "pod", leader, "--wait=false")
-	eventually(t, 2*time.Minute, "the standby "+standby+" holding the Lease", func(ctx context.Context) (bool, error) {
+	// The leader releases the Lease as it stops; whichever replica asks
+	// first takes it: the standby, or the leader's replacement.
+	var holder string
+	eventually(t, 2*time.Minute, "another controller pod holding the Lease", func(ctx context.Context) (bool, error) {
 		l, err := cluster.Kube.CoordinationV1().Leases(localcluster.SystemNamespace).Get(ctx, "jobset-controller", metav1.GetOptions{})
-		return err == nil && l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, standby+"_"), nil
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || strings.HasPrefix(*l.Spec.HolderIdentity, leader+"_") {
+			return false, nil
+		}
+		holder = strings.SplitN(*l.Spec.HolderIdentity, "_", 2)[0]
+		return true, nil
 	})
+	t.Logf("leader %s deleted; %s took over (standby was %s)", leader, holder, standby)
 	// The new leader reconciles: a new JobSet gets its Job.
 	ns := cluster.Namespace(t, "failover")
 	apply(t, ns, sleeperJobSet("after-failover", 1))
@@ -145,6 +153,8 @@ spec:
     template:
       spec:
         completionMode: Indexed
+        parallelism: 1
+        completions: 1
         template:
           spec:
             restartPolicy: Never

@@ -147,6 +147,7 @@ func (c *Config) networkDown() error {
 			errs = append(errs, fmt.Sprintf("kube-proxy --cleanup: %v: %s", err, strings.TrimSpace(string(out))))
 		}
 	}
+	removeKubeletChains()
 	for run("iptables", "-w", "-C", "FORWARD", "-j", guardChain) == nil {
 		if err := run("iptables", "-w", "-D", "FORWARD", "-j", guardChain); err != nil {
 			errs = append(errs, err.Error())
@@ -179,6 +180,27 @@ func (c *Config) networkDown() error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// removeKubeletChains removes the chains the kubelet makes for itself
+// (kube-proxy's own go with --cleanup): a canary in each table, a hint, and
+// a firewall rule against non-local traffic to 127.0.0.0/8.
+func removeKubeletChains() {
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		for _, hook := range []string{"INPUT", "OUTPUT"} {
+			for run(cmd, "-w", "-C", hook, "-j", "KUBE-FIREWALL") == nil {
+				if run(cmd, "-w", "-D", hook, "-j", "KUBE-FIREWALL") != nil {
+					break
+				}
+			}
+		}
+		for _, tc := range [][2]string{{"filter", "KUBE-FIREWALL"}, {"filter", "KUBE-KUBELET-CANARY"},
+			{"nat", "KUBE-KUBELET-CANARY"}, {"mangle", "KUBE-KUBELET-CANARY"}, {"mangle", "KUBE-IPTABLES-HINT"}} {
+			if run(cmd, "-w", "-t", tc[0], "-F", tc[1]) == nil {
+				_ = run(cmd, "-w", "-t", tc[0], "-X", tc[1])
+			}
+		}
+	}
 }
 
 // dialable reports whether a TCP server accepts connections at addr.
