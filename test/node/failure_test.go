@@ -79,8 +79,8 @@ func exitCode(p corev1.Pod) int32 {
 // A pod that exits 1 on the first attempt fails its Job; the JobSet's
 // default rule restarts it by recreating the Jobs. The other pod ignores
 // SIGTERM, so it holds on for its whole grace period: no new pod may run
-// while an old pod with the same hostname is still there (two pods would
-// answer to one DNS name), and the second attempt completes the JobSet.
+// while an old pod with the same hostname still runs (two pods would answer
+// to one DNS name), and the second attempt completes the JobSet.
 func TestRecreateRestartNeverOverlapsHostnames(t *testing.T) {
 	ns := cluster.Namespace(t, "recreate")
 	w := watchPods(t, ns)
@@ -136,8 +136,8 @@ sleep 2`))
 }
 
 // podWatch follows a namespace's pods in the order the API server reports
-// changes and records every moment a pod runs while an older attempt's pod
-// with the same hostname still exists.
+// changes and records every moment a pod runs while another attempt's pod
+// with the same hostname still runs (its phase not yet Succeeded or Failed).
 type podWatch struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -179,10 +179,13 @@ func watchPods(t *testing.T, ns string) *podWatch {
 					seenRunning[string(p.UID)] = true
 					w.running++
 					for _, o := range live {
-						if o.UID != p.UID && o.Spec.Hostname == p.Spec.Hostname &&
+						// The kubelet gives an old pod its final phase only once its
+						// containers have stopped.
+						stillRuns := o.Status.Phase != corev1.PodSucceeded && o.Status.Phase != corev1.PodFailed
+						if o.UID != p.UID && o.Spec.Hostname == p.Spec.Hostname && stillRuns &&
 							o.Labels["jobset.sigs.k8s.io/restart-attempt"] != p.Labels["jobset.sigs.k8s.io/restart-attempt"] {
-							w.overlaps = append(w.overlaps, fmt.Sprintf("%s (attempt %s) running while %s (attempt %s) exists",
-								p.Name, p.Labels["jobset.sigs.k8s.io/restart-attempt"], o.Name, o.Labels["jobset.sigs.k8s.io/restart-attempt"]))
+							w.overlaps = append(w.overlaps, fmt.Sprintf("%s (attempt %s) running while %s (attempt %s) is %s",
+								p.Name, p.Labels["jobset.sigs.k8s.io/restart-attempt"], o.Name, o.Labels["jobset.sigs.k8s.io/restart-attempt"], o.Status.Phase))
 						}
 					}
 				}
