@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.pod, "pod", os.Getenv("POD_NAME"), "name of the pod")
 	fs.StringVar(&o.jobSet, "jobset", os.Getenv("JOBSET_NAME"), "name of the pod's JobSet")
 	fs.IntVar(&o.restartExitCode, "restart-exit-code", code, "exit code that restarts the pod in place")
-	fs.StringVar(&o.workerCommand, "worker-command", os.Getenv("WORKER_COMMAND"), "command run with /bin/sh -c once the barrier lifts (wrapper mode)")
+	fs.StringVar(&o.workerCommand, "worker-command", os.Getenv("WORKER_COMMAND"), "command run with $SHELL -c (else bash, else /bin/sh) once the barrier lifts (wrapper mode)")
 	fs.StringVar(&o.probePath, "probe-path", os.Getenv("STARTUP_PROBE_PATH"), "sidecar mode: path that answers 200 once the barrier lifts (default /barrier-is-down)")
 	fs.StringVar(&o.probePort, "probe-port", os.Getenv("STARTUP_PROBE_PORT"), "sidecar mode: port of the probe server (default 8081); 0 turns it off")
 	fs.BoolVar(&o.restartViaAnnotation, "restart-via-annotation", false, "signal restarts on the pod and start over instead of exiting (local kwok cluster)")
@@ -168,6 +169,14 @@ func run(o *options) int {
 	conf := inplaceagent.Config{
 		Namespace: o.namespace, PodName: o.pod, JobSet: o.jobSet,
 		RestartExitCode: o.restartExitCode, WorkerCommand: o.workerCommand,
+	}
+	if o.workerCommand != "" {
+		// Before reporting anything: an agent that cannot run its worker
+		// must not take part in the barrier.
+		if conf.Shell, err = inplaceagent.WorkerShell(os.Getenv, exec.LookPath); err != nil {
+			fmt.Fprintln(os.Stderr, "jobset-inplace-agent:", err)
+			return 2
+		}
 	}
 	if o.workerCommand == "" && o.probePort != "0" {
 		ln, err := net.Listen("tcp", ":"+o.probePort)

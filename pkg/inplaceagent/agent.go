@@ -66,9 +66,11 @@ type Config struct {
 	// RestartExitCode is what the agent ends with to restart its pod in
 	// place.
 	RestartExitCode int
-	// WorkerCommand, when set, is run with /bin/sh -c once the barrier
-	// lifts (wrapper mode); the agent then ends with its exit code.
+	// WorkerCommand, when set, is run with Shell -c once the barrier lifts
+	// (wrapper mode); the agent then ends with its exit code.
 	WorkerCommand string
+	// Shell runs WorkerCommand (see WorkerShell); empty means /bin/sh.
+	Shell string
 	// LiftBarrier is called once when the barrier lifts in sidecar mode
 	// (WorkerCommand empty), e.g. to start the startup probe server.
 	LiftBarrier func()
@@ -312,9 +314,29 @@ func (a *Agent) lift(ctx context.Context, why string) {
 	go func() { a.finish(a.runWorker(ctx)) }()
 }
 
+// WorkerShell picks the shell for the worker command as upstream's agent
+// does: $SHELL when set, else bash on PATH; where neither exists (a
+// minimal image) it falls back to /bin/sh, and fails only without that.
+func WorkerShell(getenv func(string) string, lookPath func(string) (string, error)) (string, error) {
+	if s := getenv("SHELL"); s != "" {
+		return s, nil
+	}
+	if p, err := lookPath("bash"); err == nil {
+		return p, nil
+	}
+	if p, err := lookPath("/bin/sh"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("wrapper mode needs a shell to run WORKER_COMMAND: set SHELL, or add bash or /bin/sh to the image")
+}
+
 // runWorker runs the worker command and returns the code to end with.
 func (a *Agent) runWorker(ctx context.Context) int {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", a.cfg.WorkerCommand)
+	shell := a.cfg.Shell
+	if shell == "" {
+		shell = "/bin/sh"
+	}
+	cmd := exec.CommandContext(ctx, shell, "-c", a.cfg.WorkerCommand)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError

@@ -2,6 +2,8 @@ package inplaceagent
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,5 +212,44 @@ func TestRESTConfigSpeaksProtobuf(t *testing.T) {
 	}
 	if in.UserAgent != "other" || in.ContentType != "" {
 		t.Errorf("the given config changed: %+v", in)
+	}
+}
+
+func TestWorkerShell(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	look := func(found ...string) func(string) (string, error) {
+		return func(name string) (string, error) {
+			for _, f := range found {
+				if f == name {
+					if name == "bash" {
+						return "/usr/bin/bash", nil
+					}
+					return name, nil
+				}
+			}
+			return "", errors.New("not found")
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		found   []string
+		want    string
+		wantErr bool
+	}{
+		{"SHELL wins", map[string]string{"SHELL": "/bin/zsh"}, []string{"bash", "/bin/sh"}, "/bin/zsh", false},
+		{"bash next", nil, []string{"bash", "/bin/sh"}, "/usr/bin/bash", false},
+		{"sh last", nil, []string{"/bin/sh"}, "/bin/sh", false},
+		{"no shell", nil, nil, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := WorkerShell(env(tc.env), look(tc.found...))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("WorkerShell = %q, %v; want %q (error %v)", got, err, tc.want, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "SHELL") {
+				t.Errorf("the error does not say how to fix it: %v", err)
+			}
+		})
 	}
 }
