@@ -267,4 +267,3 @@ func uptime() (float64, error) {
 	}
 	return strconv.ParseFloat(strings.Fields(string(data))[0], 64)
 }
-
