@@ -90,22 +90,28 @@ func waitJobCount(b *testing.B, ns, selector string, n int) time.Time {
 	return seen
 }
 
+// controllerRSSMiB reads the controller's VmRSS. A figure it cannot read
+// fails the benchmark: a 0 would pass every memory bound.
 func controllerRSSMiB(b *testing.B) float64 {
+	b.Helper()
 	pid, err := cluster.PID("jobset-controller")
 	if err != nil {
-		b.Logf("controller pid: %v", err)
-		return 0
+		b.Fatalf("controller pid: %v", err)
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		b.Fatalf("controller memory: %v", err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
 		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			kb, err := strconv.Atoi(strings.Fields(line)[1])
+			if err != nil || kb <= 0 {
+				b.Fatalf("controller memory: bad VmRSS line %q", line)
+			}
 			return float64(kb) / 1024
 		}
 	}
+	b.Fatalf("controller memory: no VmRSS in /proc/%d/status", pid)
 	return 0
 }
 

@@ -35,22 +35,33 @@ func controllerMetricsURL() string {
 }
 
 // controllerHeapMiB reads go_memstats_heap_inuse_bytes from the
-// controller's plain-HTTP /metrics (0 when it cannot).
+// controller's plain-HTTP /metrics. A figure it cannot read fails the
+// benchmark: a 0 would pass every memory bound.
 func controllerHeapMiB(b *testing.B) float64 {
+	b.Helper()
 	resp, err := http.Get(controllerMetricsURL() + "/metrics")
 	if err != nil {
-		b.Logf("scraping the controller: %v", err)
-		return 0
+		b.Fatalf("scraping the controller: %v", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("scraping the controller: %s", resp.Status)
+	}
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f <= 0 {
+				b.Fatalf("controller heap: bad sample %q", sc.Text())
+			}
 			return f / (1 << 20)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		b.Fatalf("scraping the controller: %v", err)
+	}
+	b.Fatal("controller heap: no go_memstats_heap_inuse_bytes in /metrics")
 	return 0
 }
 
