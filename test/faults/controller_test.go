@@ -15,10 +15,12 @@ import (
 	"github.com/nativejobset/jobset/test/invariants"
 )
 
-// takeoverBound is how long a standby may take to hold the lease after the
-// leader died: the lease must expire, then the standby's next attempt (every
-// retry period) wins it; the rest is slack for a loaded machine.
-const takeoverBound = leaseDuration + 2*retryPeriod + 10*time.Second
+// takeoverWait is how long the tests wait for a standby to hold the lease
+// after the leader died (the lease must expire, then the standby's next
+// attempt wins it), with room for a loaded machine: a standby that never
+// takes over fails the test, a slow one does not (the time is logged; speed
+// belongs in benchmarks).
+const takeoverWait = 3 * (leaseDuration + 2*retryPeriod + 10*time.Second)
 
 // killLeader kills the controller holding the lease, waits for the other
 // one to take over, and starts the killed one again as a standby.
@@ -29,12 +31,9 @@ func killLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	_, _, seen := liveLeader(t, oldID, 3*takeoverBound)
+	_, _, seen := liveLeader(t, oldID, takeoverWait)
 	took := seen.Sub(killed)
 	t.Logf("killed the leader %s (pid %d); a standby held the lease %.1fs later (lease %s)", old.Component, old.PID, took.Seconds(), leaseDuration)
-	if took > takeoverBound {
-		t.Errorf("the standby took over after %s, want within %s (lease %s + retries + slack)", took, takeoverBound, leaseDuration)
-	}
 	revive(t, "killed by "+t.Name())
 }
 
