@@ -102,7 +102,17 @@ func TestStartStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.start(process{name: "stubborn", argv: []string{"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"}}); err != nil {
+	if err := c.start(process{name: "stubborn", argv: []string{"/bin/sh", "-c", "trap '' TERM; echo ignoring TERM; while :; do sleep 0.1; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Only once the trap is set does SIGTERM go unheeded.
+	if err := c.waitFor("stubborn", "the trap", func() error {
+		data, _ := os.ReadFile(filepath.Join(c.logDir(), "stubborn.log"))
+		if !strings.Contains(string(data), "ignoring TERM") {
+			return errNotReady
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	pid, ok := c.running("stubborn")
@@ -121,6 +131,10 @@ func TestStartStop(t *testing.T) {
 	}
 	if _, err := startTime(pid); err == nil {
 		t.Errorf("pid %d still runs after stop", pid)
+	}
+	log, _ := os.ReadFile(filepath.Join(c.logDir(), "stubborn.log"))
+	if !strings.Contains(string(log), "ignoring TERM") {
+		t.Errorf("the log lacks the process's output:\n%s", log)
 	}
 	if _, err := os.Stat(c.pidFile("stubborn")); !os.IsNotExist(err) {
 		t.Error("the pid file is left behind")

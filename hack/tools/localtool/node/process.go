@@ -110,9 +110,10 @@ func (c *Config) running(name string) (int, bool) {
 	if st, err := startTime(pid); err != nil || st != f[1] {
 		return 0, false
 	}
+	// Also the executable, when the kernel still tells it (it does not
+	// while a process exits, which still counts as running).
 	if len(f) >= 3 {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != f[2] {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && strings.TrimSuffix(exe, " (deleted)") != f[2] {
 			return 0, false
 		}
 	}
