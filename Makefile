@@ -32,6 +32,8 @@ IMAGES_DIR := _output/images
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench -e /test/node)
 # The real node's optional tools (REAL_NODE=1, make test-node).
 NODE_TOOLS := containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns
+# REAL_NODE=1 makes 'make run' and 'make up' add the real node (and build its tools and images).
+REAL_NODE_DEPS = $(if $(filter 1,$(REAL_NODE)),node-tools node-images)
 # WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
 WITH_KEDA ?= 0
 export WITH_KEDA
@@ -75,10 +77,10 @@ node-images: images ## The real node's images: the sandbox image, busybox, busyb
 keda-tools: ## Build KEDA's operator and metrics API server (keda-operator, keda-adapter) into _output/bin.
 	hack/build-tools.sh keda-operator keda-adapter
 
-run: build tools ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it).
+run: build tools $(REAL_NODE_DEPS) ## Start the local cluster with the JobSet API and run a demo (Ctrl-C stops it; REAL_NODE=1 adds a real node, as root).
 	SKIP_BUILD=1 DEMO=1 hack/local-up.sh
 
-up: build tools ## Start the local cluster in the background (then: source _output/local/env).
+up: build tools $(REAL_NODE_DEPS) ## Start the local cluster in the background (then: source _output/local/env; REAL_NODE=1 adds a real node, as root).
 	SKIP_BUILD=1 hack/local-up.sh --detach
 
 update-tools: ## Rewrite hack/tools/*/go.mod after editing hack/versions.env.
