@@ -56,33 +56,23 @@ update_kube() {
   (cd "${dir}" && go mod tidy)
 }
 
-# update_simple <name> <module> <version> <tool package>
+# update_simple <name> <module> <version> <tool package> ...: a module
+# that requires one module and builds the given packages of it.
 update_simple() {
-  local dir="${TOOLS_DIR}/$1"
+  local dir="${TOOLS_DIR}/$1" p
+  mkdir -p "${dir}"
   write_header "${dir}" "$1"
   {
     echo
     echo "require $2 $3"
     echo
-    echo "tool $4"
-  } >>"${dir}/go.mod"
-  rm -f "${dir}/go.sum"
-  (cd "${dir}" && go mod tidy)
-}
-
-# update_multi <name> <module> <version> <tool package> ...
-update_multi() {
-  local dir="${TOOLS_DIR}/$1" mod="$2" version="$3" p
-  shift 3
-  mkdir -p "${dir}"
-  write_header "${dir}" "$(basename "${dir}")"
-  {
-    echo
-    echo "require ${mod} ${version}"
-    echo
-    echo "tool ("
-    for p in "$@"; do echo "	${p}"; done
-    echo ")"
+    if [[ $# -eq 4 ]]; then
+      echo "tool $4"
+    else
+      echo "tool ("
+      for p in "${@:4}"; do echo "	${p}"; done
+      echo ")"
+    fi
   } >>"${dir}/go.mod"
   rm -f "${dir}/go.sum"
   (cd "${dir}" && go mod tidy)
@@ -141,9 +131,9 @@ for t in "${targets[@]}"; do
     metrics-server) update_simple metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     keda) update_keda ;;
     trainer) update_simple trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
-    containerd) update_multi containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}" \
+    containerd) update_simple containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}" \
       github.com/containerd/containerd/v2/cmd/{containerd,ctr,containerd-shim-runc-v2} ;;
-    cni) update_multi cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}" \
+    cni) update_simple cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}" \
       github.com/containernetworking/plugins/plugins/{main/bridge,main/loopback,ipam/host-local} ;;
     coredns) update_coredns ;;
     localtool) update_localtool ;;

@@ -110,21 +110,21 @@ spec:
       - matchExpressions:
         - {key: jobset.local/real-node, operator: In, values: ["true"]}
 `, SystemNamespace, pvDir)
-	steps := [][]string{
-		{"apply", "-f", "-"}, // the PV
-		{"create", "namespace", SystemNamespace},
-		{"-n", SystemNamespace, "create", "secret", "tls", "jobset-apiserver-tls",
+	steps := []struct {
+		stdin string
+		args  []string
+	}{
+		{pv, []string{"apply", "-f", "-"}},
+		{"", []string{"create", "namespace", SystemNamespace}},
+		{"", []string{"-n", SystemNamespace, "create", "secret", "tls", "jobset-apiserver-tls",
 			"--cert", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.crt"),
-			"--key", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.key")},
-		{"apply", "-k", dir},
+			"--key", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.key")}},
+		{"", []string{"apply", "-k", dir}},
 	}
-	for i, args := range steps {
-		stdin := ""
-		if i == 0 {
-			stdin = pv
-		}
-		if out, err := c.Kubectl(stdin, args...); err != nil && !strings.Contains(out, "already exists") {
-			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	for _, st := range steps {
+		// "already exists": a reused cluster was installed before.
+		if out, err := c.Kubectl(st.stdin, st.args...); err != nil && !strings.Contains(out, "already exists") {
+			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(st.args, " "), err, out)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -139,7 +139,7 @@ spec:
 		t.Fatalf("found pods for %d hostnames, want %d: %v", len(ipOf), len(hosts), ipOf)
 	}
 	for _, p := range pods.Items {
-		logs := podLogs(t, ns, p.Name, false)
+		logs := podLogs(t, ns, p.Name)
 		for _, name := range names {
 			want := fmt.Sprintf("resolved %s %s", name, ipOf[name])
 			if !strings.Contains(logs, want) {
@@ -175,11 +175,11 @@ func waitCondition(t *testing.T, ns, name string, cond v1alpha2.JobSetConditionT
 	return last
 }
 
-// podLogs reads a container's logs (the previous run's with previous)
-// through kube-apiserver and the kubelet.
-func podLogs(t *testing.T, ns, pod string, previous bool) string {
+// podLogs reads a pod's container logs through kube-apiserver and the
+// kubelet.
+func podLogs(t *testing.T, ns, pod string) string {
 	t.Helper()
-	data, err := cluster.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Previous: previous}).DoRaw(context.Background())
+	data, err := cluster.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("logs of %s: %v", pod, err)
 	}

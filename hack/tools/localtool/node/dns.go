@@ -40,7 +40,7 @@ func (c *Config) corefile() string {
 }
 
 func (c *Config) startCoreDNS() error {
-	if err := c.kubectlApply(coreDNSRBAC); err != nil {
+	if _, err := c.kubectl(coreDNSRBAC, "apply", "-f", "-"); err != nil {
 		return err
 	}
 	conf := c.dir("Corefile")

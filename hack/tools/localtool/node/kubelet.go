@@ -95,7 +95,7 @@ func (c *Config) startKubelet() error {
 		return err
 	}
 	return c.waitFor(kubelet, "node "+c.Name+" Ready", func() error {
-		out, err := c.kubectl("get", "node", c.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		out, err := c.kubectl("", "get", "node", c.Name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		if err != nil {
 			return err
 		}
@@ -146,23 +146,17 @@ func cgroupHierarchies() []string {
 	return out
 }
 
-// kubectl runs the cluster's kubectl as the admin.
-func (c *Config) kubectl(args ...string) (string, error) {
+// kubectl runs the cluster's kubectl as the admin, with stdin as its input
+// (none when empty).
+func (c *Config) kubectl(stdin string, args ...string) (string, error) {
 	args = append([]string{"--kubeconfig", filepath.Join(c.LocalDir, "kubeconfig"), "--request-timeout=10s"}, args...)
 	cmd := exec.Command(c.bin("kubectl"), args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
-}
-
-func (c *Config) kubectlApply(manifest string) error {
-	args := []string{"--kubeconfig", filepath.Join(c.LocalDir, "kubeconfig"), "apply", "-f", "-"}
-	cmd := exec.Command(c.bin("kubectl"), args...)
-	cmd.Stdin = strings.NewReader(manifest)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("kubectl apply: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }

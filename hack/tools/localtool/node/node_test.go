@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,7 +110,7 @@ func TestStartStop(t *testing.T) {
 	if err := c.waitFor("stubborn", "the trap", func() error {
 		data, _ := os.ReadFile(filepath.Join(c.logDir(), "stubborn.log"))
 		if !strings.Contains(string(data), "ignoring TERM") {
-			return errNotReady
+			return errors.New("no output yet")
 		}
 		return nil
 	}); err != nil {

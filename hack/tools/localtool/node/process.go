@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -182,5 +181,3 @@ func run(name string, args ...string) error {
 	}
 	return nil
 }
-
-var errNotReady = errors.New("not ready yet")

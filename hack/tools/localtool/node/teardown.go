@@ -206,7 +206,7 @@ func (c *Config) deleteNodeObject() {
 	if _, err := os.Stat(filepath.Join(c.LocalDir, "kubeconfig")); err != nil {
 		return
 	}
-	if _, err := c.kubectl("delete", "node", c.Name, "--ignore-not-found", "--wait=false"); err == nil {
+	if _, err := c.kubectl("", "delete", "node", c.Name, "--ignore-not-found", "--wait=false"); err == nil {
 		c.logf("deleted node %s from the API", c.Name)
 	}
 }
