@@ -3,7 +3,9 @@ package process
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +19,10 @@ import (
 	"github.com/nativejobset/jobset/test/integration/framework"
 )
 
+// minAcknowledged is how many writes the server must acknowledge before the
+// kill: fewer and the test would prove little.
+const minAcknowledged = 150
+
 // acked records the writes the server acknowledged, and the deletes sent,
 // acknowledged or not: a delete in flight at the kill may have been applied.
 type acked struct {
@@ -25,6 +31,8 @@ type acked struct {
 	patched  map[string]bool
 	deleting map[string]bool
 	deleted  map[string]bool
+	// errs are write errors seen before the kill; there must be none.
+	errs []error
 }
 
 func (a *acked) count() int {
@@ -35,9 +43,11 @@ func (a *acked) count() int {
 
 // kill -9 of jobset-apiserver, and with it the embedded etcd, while four
 // clients write: after a restart on the same directory every acknowledged
-// create, patch and delete is there, and a watch resumed from the last
-// resourceVersion it saw delivers every create it had not seen, in order,
-// with no gap.
+// create, patch and delete is there, and the store's history survived: a
+// watch resumed from the last resourceVersion seen before the kill delivers
+// every acknowledged write it had not seen, in resourceVersion order. With
+// the watch cache on (the default), that resume is refused with 410 Gone, as
+// kube-apiserver does after a restart, so that clients relist.
 func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := framework.StartProcess(t, dir)
@@ -48,36 +58,39 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	lastRV := list.ResourceVersion
-	w, err := p.Client.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: lastRV})
+	// The first watch stops early, so that the resumed one has many
+	// acknowledged writes to deliver from the store's history.
+	events := newEventLog(list.ResourceVersion)
+	events.stopAfterAdds = minAcknowledged / 4
+	w, err := p.Client.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
 	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		lastRV = drain(w, seen, lastRV, "")
-	}()
+	go func() { defer close(watched); events.drain(w, "") }()
 
 	a := &acked{created: map[string]types.UID{}, patched: map[string]bool{}, deleting: map[string]bool{}, deleted: map[string]bool{}}
-	stop := make(chan struct{})
+	var killed atomic.Bool
+	failed := func(op, name string, err error) {
+		if killed.Load() {
+			return // the server is gone
+		}
+		a.mu.Lock()
+		a.errs = append(a.errs, fmt.Errorf("%s %s before the kill: %w", op, name, err))
+		a.mu.Unlock()
+	}
 	var writers sync.WaitGroup
 	for wr := 0; wr < 4; wr++ {
 		writers.Add(1)
 		go func(wr int) {
 			defer writers.Done()
 			jobsets := p.Client.JobsetV1alpha2().JobSets(ns)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for i := 0; !killed.Load(); i++ {
 				name := fmt.Sprintf("w%d-%d", wr, i)
 				js, err := jobsets.Create(ctx, newJobSet(ns, name), metav1.CreateOptions{})
 				if err != nil {
-					return // the server is gone
+					failed("create", name, err)
+					return
 				}
 				a.mu.Lock()
 				a.created[name] = js.UID
@@ -85,6 +98,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 				switch i % 3 {
 				case 1:
 					if _, err := jobsets.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"patched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+						failed("patch", name, err)
 						return
 					}
 					a.mu.Lock()
@@ -95,6 +109,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 					a.deleting[name] = true
 					a.mu.Unlock()
 					if err := jobsets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						failed("delete", name, err)
 						return
 					}
 					a.mu.Lock()
@@ -105,24 +120,36 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		}(wr)
 	}
 
-	// Kill once a good number of writes were acknowledged, writers still going.
+	// Kill once enough writes were acknowledged, writers still going.
 	deadline := time.Now().Add(2 * time.Minute)
-	for a.count() < 150 && time.Now().Before(deadline) {
+	for a.count() < minAcknowledged && time.Now().Before(deadline) {
 		select {
 		case <-p.Exited():
 			t.Fatal("the server exited by itself")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	if n := a.count(); n < minAcknowledged {
+		t.Fatalf("only %d writes acknowledged in 2 minutes, want at least %d before the kill", n, minAcknowledged)
+	}
+	killed.Store(true)
 	p.Signal(t, syscall.SIGKILL)
 	<-p.Exited()
-	close(stop)
 	writers.Wait()
 	<-watched
-	t.Logf("acknowledged before the kill: %d creates, %d patches, %d deletes; watch saw %d creates",
-		len(a.created), len(a.patched), len(a.deleted), len(seen))
+	for _, err := range a.errs {
+		t.Errorf("writer: %v", err)
+	}
+	t.Logf("acknowledged before the kill: %d creates, %d patches, %d deletes; the first watch saw %d creates up to resourceVersion %s",
+		len(a.created), len(a.patched), len(a.deleted), len(events.added), events.lastRV)
+	if len(events.added) >= len(a.created) {
+		t.Fatalf("the first watch saw every create; the resumed watch would have nothing to prove")
+	}
 
-	p = framework.StartProcess(t, dir)
+	// Every acknowledged write is in the store. The watch cache is off here
+	// so that the resumed watch below reads etcd's history, not a cache that
+	// starts at the restart.
+	p = framework.StartProcess(t, dir, "--watch-cache=false")
 	jobsets := p.Client.JobsetV1alpha2().JobSets(ns)
 	for name, uid := range a.created {
 		js, err := jobsets.Get(ctx, name, metav1.GetOptions{})
@@ -143,45 +170,122 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	}
 
 	// Resume the watch; a sentinel created now marks the end.
-	w, err = jobsets.Watch(ctx, metav1.ListOptions{ResourceVersion: lastRV})
+	resumeAt := events.lastRV
+	events.stopAfterAdds = 0
+	w, err = jobsets.Watch(ctx, metav1.ListOptions{ResourceVersion: resumeAt})
 	if err != nil {
-		t.Fatalf("resuming the watch at %s: %v", lastRV, err)
+		t.Fatalf("resuming the watch at %s: %v", resumeAt, err)
 	}
 	if _, err := jobsets.Create(ctx, newJobSet(ns, "sentinel"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); drain(w, seen, lastRV, "sentinel") }()
+	go func() { defer close(done); events.drain(w, "sentinel") }()
 	select {
 	case <-done:
 	case <-time.After(waitTimeout):
 		w.Stop()
 		<-done
-		t.Fatal("the resumed watch did not deliver the sentinel")
+	}
+	if !events.added["sentinel"] {
+		t.Fatalf("the watch resumed at %s did not deliver the sentinel; it ended with %v", resumeAt, events.status)
+	}
+	for _, err := range events.errs {
+		t.Error(err)
 	}
 	for name := range a.created {
-		if !seen[name] {
-			t.Errorf("%s: acknowledged create never delivered by the watch (resumed at %s)", name, lastRV)
+		if !events.added[name] {
+			t.Errorf("%s: acknowledged create never delivered by the watch (resumed at %s)", name, resumeAt)
+		}
+		if a.patched[name] && !events.patched[name] {
+			t.Errorf("%s: acknowledged patch never delivered by the watch (resumed at %s)", name, resumeAt)
+		}
+		if a.deleted[name] && !events.deleted[name] {
+			t.Errorf("%s: acknowledged delete never delivered by the watch (resumed at %s)", name, resumeAt)
+		}
+	}
+
+	// With the default watch cache, a watch from before the restart is
+	// refused with 410 Gone, not left silently short.
+	p.Signal(t, syscall.SIGTERM)
+	<-p.Exited()
+	p = framework.StartProcess(t, dir)
+	w, err = p.Client.JobsetV1alpha2().JobSets(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: resumeAt})
+	if err != nil {
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Fatalf("watch at %s with the watch cache: %v, want 410 Gone", resumeAt, err)
+		}
+		return
+	}
+	cached := newEventLog(resumeAt)
+	cachedDone := make(chan struct{})
+	go func() { defer close(cachedDone); cached.drain(w, "") }()
+	select {
+	case <-cachedDone:
+	case <-time.After(waitTimeout):
+		w.Stop()
+		<-cachedDone
+	}
+	if cached.status == nil || cached.status.Code != 410 {
+		t.Errorf("watch at %s with the watch cache ended with %v after %d creates, want 410 Gone", resumeAt, cached.status, len(cached.added))
+	}
+}
+
+// eventLog records what a watch delivered, checking that resourceVersions
+// only grow.
+type eventLog struct {
+	// stopAfterAdds, when not 0, ends the watch after that many ADDED.
+	stopAfterAdds int
+	lastRV        string
+	added         map[string]bool
+	patched       map[string]bool
+	deleted       map[string]bool
+	// status is the error a watch ended with, if any.
+	status *metav1.Status
+	errs   []error
+}
+
+func newEventLog(rv string) *eventLog {
+	return &eventLog{lastRV: rv, added: map[string]bool{}, patched: map[string]bool{}, deleted: map[string]bool{}}
+}
+
+// drain records events until the watch ends or until (when given) the named
+// object is added.
+func (l *eventLog) drain(w watch.Interface, until string) {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			if s, ok := ev.Object.(*metav1.Status); ok {
+				l.status = s
+			}
+			continue
+		}
+		js, ok := ev.Object.(*v1alpha2.JobSet)
+		if !ok {
+			l.errs = append(l.errs, fmt.Errorf("%s event with a %T", ev.Type, ev.Object))
+			continue
+		}
+		if before, now := parseRV(l.lastRV), parseRV(js.ResourceVersion); now <= before {
+			l.errs = append(l.errs, fmt.Errorf("%s %s at resourceVersion %d after %d: out of order", ev.Type, js.Name, now, before))
+		}
+		l.lastRV = js.ResourceVersion
+		switch ev.Type {
+		case watch.Added:
+			l.added[js.Name] = true
+		case watch.Modified:
+			if js.Labels["patched"] == "yes" {
+				l.patched[js.Name] = true
+			}
+		case watch.Deleted:
+			l.deleted[js.Name] = true
+		}
+		if ev.Type == watch.Added && (js.Name == until || len(l.added) == l.stopAfterAdds) {
+			return
 		}
 	}
 }
 
-// drain records ADDED names until the watch ends or until (when given)
-// the named object is added, and returns the last resourceVersion seen.
-func drain(w watch.Interface, seen map[string]bool, rv, until string) string {
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		js, ok := ev.Object.(*v1alpha2.JobSet)
-		if !ok {
-			continue
-		}
-		rv = js.ResourceVersion
-		if ev.Type == watch.Added {
-			seen[js.Name] = true
-			if js.Name == until {
-				return rv
-			}
-		}
-	}
-	return rv
+func parseRV(rv string) uint64 {
+	n, _ := strconv.ParseUint(rv, 10, 64)
+	return n
 }
