@@ -13,11 +13,17 @@ package controller
 //   - currentInPlaceRestartAttempt: once every expected pod reports the same
 //     attempt, it becomes that attempt; the agents at it lift their barrier.
 //
-// The budget is the JobSet's one maxRestarts: a pod attempt beyond it (less
-// the restarts that do not count) or a container restarted more often than
-// it fails the JobSet with ReachedMaxRestarts. A pod that is lost (deleted,
-// evicted, failed) cannot restart in place: the JobSet then falls back to
-// recreating its Jobs, as under Recreate.
+// An agent in a new pod (first start, scale-up, a replacement, a resume)
+// joins the attempt under way instead of starting a new one, so that only a
+// container that really restarted moves the attempts on.
+//
+// The budget is the JobSet's one maxRestarts: the in-place attempt plus the
+// Job recreations that count must stay within it, and a container restarted
+// more often than it fails the JobSet with ReachedMaxRestarts. A pod being
+// deleted (scale-down, suspend, eviction, a RestartJob rule) only leaves: the
+// Job controller replaces it if it is still needed. A pod that failed
+// cannot restart in place: the JobSet then falls back to recreating its
+// Jobs, as under Recreate.
 
 import (
 	"fmt"
@@ -49,14 +55,12 @@ const (
 	reasonInPlaceBadAttempt      = "InvalidInPlaceRestartAttempt"
 )
 
-// inPlaceEnabled reports whether the controller drives in-place restarts
-// for js: the strategy asks for it and the annotation does not disable it.
+// inPlaceEnabled reports whether the controller tracks in-place restarts
+// for js. The disable-in-place-restart annotation only takes the agents'
+// barrier away: the attempts are still tracked and maxRestarts still ends a
+// crash-looping JobSet.
 func inPlaceEnabled(js *jobset.JobSet) bool {
-	if js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != jobset.InPlaceRestart {
-		return false
-	}
-	_, disabled := js.Annotations[jobset.DisableInPlaceRestartKey]
-	return !disabled
+	return js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobset.InPlaceRestart
 }
 
 // applyInPlaceLabel labels the pod template of a Job whose JobSet restarts
@@ -173,9 +177,22 @@ func expectedInPlacePods(js *jobset.JobSet) int {
 	return n
 }
 
-// podLost reports whether a pod can no longer restart in place.
+// podLost reports whether a pod that nobody deleted can no longer restart
+// in place.
 func podLost(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed
+	return p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodFailed
+}
+
+// stayingPods leaves out the pods being deleted: they take no part in the
+// attempts, whatever phase they end in.
+func stayingPods(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // maxContainerRestarts is the highest restart count of any container.
@@ -209,19 +226,19 @@ func podAttempts(pods []*corev1.Pod) ([]int32, error) {
 	return out, nil
 }
 
-// countedInPlaceRestarts is how much of maxRestarts the pod attempts use:
-// every restart moves the attempts on by one, and restarts that do not count
-// toward maxRestarts are taken off.
-func countedInPlaceRestarts(status *jobset.JobSetStatus, attempt int32) int64 {
-	uncounted := int64(status.Restarts) - int64(status.RestartsCountTowardsMax)
-	return int64(attempt) - uncounted
+// usedRestarts is how much of maxRestarts is used once the pods reach
+// attempt: every in-place restart moves the attempts on by one; a Job
+// recreation does not (its new pods join the attempt) and counts on its own
+// when it counts toward maxRestarts.
+func usedRestarts(status *jobset.JobSetStatus, attempt int32) int64 {
+	return int64(attempt) + restartsCountedTowardsMax(status)
 }
 
 // inPlaceDecision is what one look at the pods decides.
 type inPlaceDecision struct {
 	fail       bool   // ReachedMaxRestarts
-	recreate   bool   // a pod is lost: recreate the Jobs
-	lostPod    string // the lost pod, for the message
+	recreate   bool   // a pod failed: recreate the Jobs
+	lostPod    string // the failed pod, for the message
 	current    *int32 // new currentInPlaceRestartAttempt, nil: unchanged
 	previous   *int32 // new previousInPlaceRestartAttempt, nil: unchanged
 	badAttempt error
@@ -231,6 +248,7 @@ type inPlaceDecision struct {
 func decideInPlace(js *jobset.JobSet, pods []*corev1.Pod) inPlaceDecision {
 	maxRestarts := int64(js.Spec.FailurePolicy.MaxRestarts)
 	st := &js.Status
+	pods = stayingPods(pods)
 	// A container that fails faster than the pods can agree on an attempt
 	// would otherwise restart forever.
 	if int64(maxContainerRestarts(pods)) > maxRestarts {
@@ -244,13 +262,12 @@ func decideInPlace(js *jobset.JobSet, pods []*corev1.Pod) inPlaceDecision {
 	if len(attempts) > 0 {
 		top = slices.Max(attempts)
 	}
-	if countedInPlaceRestarts(st, top) > maxRestarts {
+	if usedRestarts(st, top) > maxRestarts {
 		return inPlaceDecision{fail: true}
 	}
 	for _, p := range pods {
 		if podLost(p) {
-			used := max(restartsCountedTowardsMax(st), countedInPlaceRestarts(st, ptr.Deref(st.CurrentInPlaceRestartAttempt, 0)))
-			if used >= maxRestarts {
+			if usedRestarts(st, ptr.Deref(st.CurrentInPlaceRestartAttempt, 0)) >= maxRestarts {
 				return inPlaceDecision{fail: true}
 			}
 			return inPlaceDecision{recreate: true, lostPod: p.Name}
@@ -305,7 +322,7 @@ func (c *Controller) syncInPlaceRestart(s *syncState, cachedRestarts int32, now 
 	case d.recreate:
 		// As the RestartJobSet action: the next sync deletes the Jobs of
 		// this attempt and creates their successors.
-		msg := fmt.Sprintf("pod %s was lost; recreating the Jobs", d.lostPod)
+		msg := fmt.Sprintf("pod %s failed and cannot restart in place; recreating the Jobs", d.lostPod)
 		js.Status.Restarts++
 		js.Status.RestartsCountTowardsMax++
 		s.newExecutionAttempt(RestartReasonFailure)

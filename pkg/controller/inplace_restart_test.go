@@ -129,10 +129,16 @@ func TestDecideInPlace(t *testing.T) {
 			want: inPlaceDecision{fail: true},
 		},
 		{
-			name: "restarts that do not count are taken off the attempt",
-			js:   withStatus(ptr.To[int32](2), ptr.To[int32](3), 2, 0),
-			pods: func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 4, 3) },
-			want: inPlaceDecision{previous: ptr.To[int32](3)},
+			name: "Job recreations that count add to the attempt",
+			js:   withStatus(ptr.To[int32](1), ptr.To[int32](2), 2, 1),
+			pods: func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 3, 2) },
+			want: inPlaceDecision{fail: true},
+		},
+		{
+			name: "Job recreations that do not count do not",
+			js:   withStatus(ptr.To[int32](1), ptr.To[int32](2), 2, 0),
+			pods: func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 3, 2) },
+			want: inPlaceDecision{previous: ptr.To[int32](2)},
 		},
 		{
 			name: "a container restarted more than maxRestarts fails the JobSet",
@@ -145,14 +151,37 @@ func TestDecideInPlace(t *testing.T) {
 			want: inPlaceDecision{fail: true},
 		},
 		{
-			name: "a deleted pod falls back to recreating the Jobs",
+			name: "a pod being deleted only leaves",
 			js:   withStatus(nil, ptr.To[int32](0), 0, 0),
 			pods: func(js *jobset.JobSet) []*corev1.Pod {
 				p := ipPods(js, 0)
 				p[3].DeletionTimestamp = &metav1.Time{Time: t0}
 				return p
 			},
-			want: inPlaceDecision{recreate: true, lostPod: "p3"},
+		},
+		{
+			name: "a pod being deleted that ends failed is not lost",
+			js:   withStatus(nil, ptr.To[int32](0), 0, 0),
+			pods: func(js *jobset.JobSet) []*corev1.Pod {
+				p := ipPods(js, 0)
+				p[3].DeletionTimestamp = &metav1.Time{Time: t0}
+				p[3].Status.Phase = corev1.PodFailed
+				return p
+			},
+		},
+		{
+			name: "pods of scaled-down Jobs do not hold the barrier",
+			js:   withStatus(ptr.To[int32](0), ptr.To[int32](0), 0, 0),
+			pods: func(js *jobset.JobSet) []*corev1.Pod {
+				p := ipPods(js, 1)
+				for _, name := range []string{"gone-0", "gone-1"} {
+					leaving := ipPod(js, name, 0, 0)
+					leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+					p = append(p, leaving)
+				}
+				return p
+			},
+			want: inPlaceDecision{current: ptr.To[int32](1)},
 		},
 		{
 			name: "a failed pod falls back to recreating the Jobs",
@@ -169,7 +198,17 @@ func TestDecideInPlace(t *testing.T) {
 			js:   withStatus(nil, ptr.To[int32](3), 0, 0),
 			pods: func(js *jobset.JobSet) []*corev1.Pod {
 				p := ipPods(js, 3)
-				p[0].DeletionTimestamp = &metav1.Time{Time: t0}
+				p[0].Status.Phase = corev1.PodFailed
+				return p
+			},
+			want: inPlaceDecision{fail: true},
+		},
+		{
+			name: "a failed pod with maxRestarts used up by Job recreations fails the JobSet",
+			js:   withStatus(nil, ptr.To[int32](1), 2, 2),
+			pods: func(js *jobset.JobSet) []*corev1.Pod {
+				p := ipPods(js, 1)
+				p[0].Status.Phase = corev1.PodFailed
 				return p
 			},
 			want: inPlaceDecision{fail: true},
@@ -315,7 +354,7 @@ func TestSyncInPlaceLostPodRecreates(t *testing.T) {
 	fx.syncWithPods("js", func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 0) })
 	js := fx.syncWithPods("js", func(js *jobset.JobSet) []*corev1.Pod {
 		p := ipPods(js, 0)
-		p[4].DeletionTimestamp = &metav1.Time{Time: t0}
+		p[4].Status.Phase = corev1.PodFailed
 		return p
 	})
 	if js.Status.Restarts != 1 || js.Status.RestartsCountTowardsMax != 1 {
@@ -332,14 +371,27 @@ func TestSyncInPlaceLostPodRecreates(t *testing.T) {
 	}
 }
 
+// The annotation takes the agents' barrier away, not the tracking: the
+// attempts stay current and a crash-looping container still ends the JobSet.
 func TestSyncInPlaceDisabled(t *testing.T) {
 	disabled := func(js *jobset.JobSet) { js.Annotations = map[string]string{jobset.DisableInPlaceRestartKey: ""} }
 	fx := newFixture(t, newJobSet("js", inPlace(2), disabled))
 	fx.sync("js")
-	js := fx.syncWithPods("js", func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 0) })
-	if js.Status.CurrentInPlaceRestartAttempt != nil {
-		t.Fatalf("disabled JobSet got current %v", deref(js.Status.CurrentInPlaceRestartAttempt))
+	for _, j := range fx.jobs() {
+		if j.Spec.Template.Labels[InPlaceRestartLabel] != "true" {
+			t.Fatalf("Job %s: pod template lacks %s", j.Name, InPlaceRestartLabel)
+		}
 	}
+	js := fx.syncWithPods("js", func(js *jobset.JobSet) []*corev1.Pod { return ipPods(js, 0) })
+	if deref(js.Status.CurrentInPlaceRestartAttempt) != int32(0) {
+		t.Fatalf("current %v, want 0", deref(js.Status.CurrentInPlaceRestartAttempt))
+	}
+	js = fx.syncWithPods("js", func(js *jobset.JobSet) []*corev1.Pod {
+		p := ipPods(js, 0)
+		p[1].Status.ContainerStatuses[0].RestartCount = 3
+		return p
+	})
+	wantCond(t, js, string(jobset.JobSetFailed), metav1.ConditionTrue, reasonReachedMaxRestarts, "")
 	recreate := newJobSet("rc")
 	if inPlaceEnabled(recreate) {
 		t.Fatal("Recreate JobSet reported in place")

@@ -2,8 +2,15 @@
 //
 // The agent runs in every pod of a JobSet. When it starts (that is, every
 // time its container starts) it writes the restart attempt its pod enters on
-// the pod annotation jobset.sigs.k8s.io/in-place-restart-attempt: 0 on the
-// JobSet's first start, status.currentInPlaceRestartAttempt + 1 afterwards.
+// the pod annotation jobset.sigs.k8s.io/in-place-restart-attempt:
+//
+//   - in a pod that has no attempt yet (a new pod: the JobSet's first start,
+//     a scale-up, a replacement, a resume), the attempt under way: 0 at
+//     first, status.currentInPlaceRestartAttempt afterwards, or one past
+//     previousInPlaceRestartAttempt while a restart is in progress; a new
+//     pod joins and starts no restart;
+//   - in a pod whose container restarted, currentInPlaceRestartAttempt + 1.
+//
 // It then watches its JobSet:
 //
 //   - while the pod's attempt differs from currentInPlaceRestartAttempt the
@@ -14,8 +21,11 @@
 //     ends with the in-place restart exit code, so that the kubelet restarts
 //     the pod's containers in place.
 //
-// A JobSet that does not restart in place, or carries the annotation
-// jobset.sigs.k8s.io/disable-in-place-restart, gets no barrier at all.
+// A JobSet that does not restart in place gets no barrier at all and no
+// report. One that carries the annotation
+// jobset.sigs.k8s.io/disable-in-place-restart gets its attempts reported
+// (so that the controller still tracks them and enforces maxRestarts) but
+// no barrier and no restart of healthy containers.
 package inplaceagent
 
 import (
@@ -38,6 +48,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
@@ -84,6 +95,10 @@ type Agent struct {
 	kube kubernetes.Interface
 	js   versioned.Interface
 
+	// restarted is whether the pod already had an attempt when the agent
+	// started: its container restarted, as opposed to a new pod.
+	restarted bool
+
 	mu       sync.Mutex
 	attempt  *int32
 	lifted   bool
@@ -125,6 +140,7 @@ func (a *Agent) Lifted() bool {
 func (a *Agent) Run(ctx context.Context) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.restarted = a.podRestarted(ctx)
 	go a.watch(ctx)
 	select {
 	case code := <-a.done:
@@ -199,17 +215,52 @@ func (a *Agent) finish(code int) {
 	a.once.Do(func() { a.done <- code })
 }
 
-// bypass reports whether js has no barrier.
-func bypass(js *jobset.JobSet) bool {
-	if _, ok := js.Annotations[jobset.DisableInPlaceRestartKey]; ok {
+// podRestarted reports whether the pod already carries an attempt, that is
+// whether this start is a container restart. When the pod cannot be read
+// (a Role from before the agent read its pod), the start counts as a
+// restart: that costs an in-place restart of every pod but never leaves one
+// waiting for an attempt nobody else reaches.
+func (a *Agent) podRestarted(ctx context.Context) bool {
+	p, err := a.kube.CoreV1().Pods(a.cfg.Namespace).Get(ctx, a.cfg.PodName, metav1.GetOptions{})
+	if err != nil {
+		a.cfg.Logf("reading pod %s/%s: %v; treating this start as a container restart", a.cfg.Namespace, a.cfg.PodName, err)
 		return true
 	}
-	return js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != jobset.InPlaceRestart
+	_, ok := p.Annotations[jobset.InPlaceRestartAttemptKey]
+	return ok
+}
+
+// StartAttempt is the attempt an agent enters at its start, from the
+// JobSet's status and whether its container restarted (see the package
+// comment).
+func StartAttempt(prev, cur *int32, restarted bool) int32 {
+	if restarted {
+		if cur == nil {
+			return 0
+		}
+		return *cur + 1
+	}
+	next := ptr.Deref(cur, 0)
+	if prev != nil && *prev >= next {
+		next = *prev + 1
+	}
+	return next
+}
+
+// inPlace reports whether js restarts in place.
+func inPlace(js *jobset.JobSet) bool {
+	return js.Spec.FailurePolicy != nil && js.Spec.FailurePolicy.RestartStrategy == jobset.InPlaceRestart
+}
+
+// barrierDisabled reports whether js asks for no barrier.
+func barrierDisabled(js *jobset.JobSet) bool {
+	_, ok := js.Annotations[jobset.DisableInPlaceRestartKey]
+	return ok
 }
 
 // observe acts on one state of the JobSet.
 func (a *Agent) observe(ctx context.Context, js *jobset.JobSet) {
-	if bypass(js) {
+	if !inPlace(js) {
 		a.lift(ctx, "in-place restart is not in use")
 		return
 	}
@@ -218,11 +269,15 @@ func (a *Agent) observe(ctx context.Context, js *jobset.JobSet) {
 	a.mu.Unlock()
 	prev, cur := js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt
 	if a.Attempt() == nil {
-		next := int32(0)
-		if cur != nil {
-			next = *cur + 1
+		next := StartAttempt(prev, cur, a.restarted)
+		err := a.report(ctx, next)
+		if err != nil && barrierDisabled(js) {
+			// The report is for the controller's bookkeeping only.
+			a.cfg.Logf("reporting attempt %d: %v", next, err)
+			a.lift(ctx, "the JobSet disables the in-place restart barrier")
+			return
 		}
-		if err := a.report(ctx, next); err != nil {
+		if err != nil {
 			// The next event (or resync of the watch) tries again; a pod
 			// that cannot report keeps the barrier down.
 			a.cfg.Logf("reporting attempt %d: %v", next, err)
@@ -235,6 +290,10 @@ func (a *Agent) observe(ctx context.Context, js *jobset.JobSet) {
 			}
 			return
 		}
+	}
+	if barrierDisabled(js) {
+		a.lift(ctx, "the JobSet disables the in-place restart barrier")
+		return
 	}
 	att := *a.Attempt()
 	if prev != nil && att <= *prev {

@@ -41,9 +41,22 @@ type harness struct {
 	cancel context.CancelFunc
 }
 
+// start runs an agent in a new pod.
 func start(t *testing.T, js *jobset.JobSet, worker string) *harness {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
+	return startIn(t, js, worker, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})
+}
+
+// startRestarted runs an agent in a pod whose container restarted: an
+// earlier agent reported attempt there.
+func startRestarted(t *testing.T, js *jobset.JobSet, worker string, attempt string) *harness {
+	t.Helper()
+	return startIn(t, js, worker, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns,
+		Annotations: map[string]string{jobset.InPlaceRestartAttemptKey: attempt}}})
+}
+
+func startIn(t *testing.T, js *jobset.JobSet, worker string, pod *corev1.Pod) *harness {
+	t.Helper()
 	h := &harness{t: t, kube: kfake.NewSimpleClientset(pod), js: jsfake.NewSimpleClientset(js), code: make(chan int, 1)}
 	cfg := Config{Namespace: ns, PodName: "p", JobSet: "js", RestartExitCode: 42, WorkerCommand: worker,
 		LiftBarrier: func() { h.lifted.Add(1) }, Logf: t.Logf}
@@ -112,7 +125,7 @@ func TestFirstStartReportsZeroAndLiftsWhenCurrentIsZero(t *testing.T) {
 }
 
 func TestRestartedAgentWaitsForTheNextAttempt(t *testing.T) {
-	h := start(t, inPlaceJobSet(ptr.To[int32](1), ptr.To[int32](1)), "")
+	h := startRestarted(t, inPlaceJobSet(ptr.To[int32](1), ptr.To[int32](1)), "", "1")
 	h.waitFor("attempt 2 on the pod", func() bool { return h.podAttempt() == "2" })
 	if h.agent.Lifted() {
 		t.Fatal("barrier lifted at attempt 2 while current is 1")
@@ -122,7 +135,7 @@ func TestRestartedAgentWaitsForTheNextAttempt(t *testing.T) {
 }
 
 func TestOutdatedAttemptExitsWithRestartCode(t *testing.T) {
-	h := start(t, inPlaceJobSet(nil, ptr.To[int32](0)), "")
+	h := startRestarted(t, inPlaceJobSet(nil, ptr.To[int32](0)), "", "0")
 	h.waitFor("attempt 1", func() bool { return h.podAttempt() == "1" })
 	h.setStatus(ptr.To[int32](0), ptr.To[int32](1))
 	h.waitFor("the barrier", func() bool { return h.agent.Lifted() })
@@ -146,36 +159,81 @@ func TestWrapperModeRunsWorkerAfterBarrierAndPassesItsExitCode(t *testing.T) {
 	}
 }
 
-func TestBypassWithoutInPlaceRestart(t *testing.T) {
-	for name, js := range map[string]*jobset.JobSet{
-		"disabled by annotation": func() *jobset.JobSet {
-			js := inPlaceJobSet(nil, nil)
-			js.Annotations = map[string]string{jobset.DisableInPlaceRestartKey: "true"}
-			return js
-		}(),
-		"Recreate strategy": func() *jobset.JobSet {
-			js := inPlaceJobSet(nil, nil)
-			js.Spec.FailurePolicy.RestartStrategy = jobset.Recreate
-			return js
-		}(),
-	} {
-		t.Run(name, func(t *testing.T) {
-			h := start(t, js, "exit 0")
-			if c := h.exitCode(); c != 0 {
-				t.Fatalf("exit code %d, want 0", c)
-			}
-			if h.podAttempt() != "" {
-				t.Fatalf("reported attempt %q without in-place restart", h.podAttempt())
-			}
-		})
+func TestNoBarrierWithoutInPlaceRestart(t *testing.T) {
+	js := inPlaceJobSet(nil, nil)
+	js.Spec.FailurePolicy.RestartStrategy = jobset.Recreate
+	h := start(t, js, "exit 0")
+	if c := h.exitCode(); c != 0 {
+		t.Fatalf("exit code %d, want 0", c)
 	}
+	if h.podAttempt() != "" {
+		t.Fatalf("reported attempt %q without in-place restart", h.podAttempt())
+	}
+}
+
+// The annotation takes the barrier away, not the report: the controller
+// still tracks the attempts.
+func TestDisabledBarrierStillReports(t *testing.T) {
+	js := inPlaceJobSet(nil, ptr.To[int32](2))
+	js.Annotations = map[string]string{jobset.DisableInPlaceRestartKey: "true"}
+	h := startRestarted(t, js, "", "2")
+	h.waitFor("the barrier", func() bool { return h.agent.Lifted() })
+	if got := h.podAttempt(); got != "3" {
+		t.Fatalf("reported attempt %q, want 3", got)
+	}
+	// A restart of the others does not end this healthy pod.
+	h.setStatus(ptr.To[int32](3), ptr.To[int32](3))
+	select {
+	case c := <-h.code:
+		t.Fatalf("agent ended with %d while the barrier is disabled", c)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A new pod (scale-up, replacement, resume) joins the attempt under way and
+// lifts at once: it starts no restart of the others.
+func TestNewPodJoinsTheCurrentAttempt(t *testing.T) {
+	h := start(t, inPlaceJobSet(ptr.To[int32](1), ptr.To[int32](2)), "")
+	h.waitFor("the barrier", func() bool { return h.agent.Lifted() })
+	if got := h.podAttempt(); got != "2" {
+		t.Fatalf("new pod reported %q, want the current attempt 2", got)
+	}
+}
+
+func TestStartAttempt(t *testing.T) {
+	i := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name      string
+		prev, cur *int32
+		restarted bool
+		want      int32
+	}{
+		{"first start", nil, nil, false, 0},
+		{"new pod, barrier lifted at 2", i(1), i(2), false, 2},
+		{"new pod during a restart to 3", i(2), i(2), false, 3},
+		{"new pod before the first lift, after a failure", i(0), nil, false, 1},
+		{"restarted container before the first lift", nil, nil, true, 0},
+		{"restarted container", i(1), i(2), true, 3},
+		{"restarted container during a restart", i(2), i(2), true, 3},
+	} {
+		if got := StartAttempt(tc.prev, tc.cur, tc.restarted); got != tc.want {
+			t.Errorf("%s: StartAttempt(%v, %v, %v) = %d, want %d", tc.name, deref(tc.prev), deref(tc.cur), tc.restarted, got, tc.want)
+		}
+	}
+}
+
+func deref(p *int32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // An agent that dies at the barrier and comes back reports the same attempt
 // (current + 1 again) and keeps waiting: its crash does not start another
 // restart.
 func TestCrashAtBarrierKeepsTheAttempt(t *testing.T) {
-	h := start(t, inPlaceJobSet(ptr.To[int32](0), ptr.To[int32](0)), "")
+	h := startRestarted(t, inPlaceJobSet(ptr.To[int32](0), ptr.To[int32](0)), "", "0")
 	h.waitFor("attempt 1", func() bool { return h.podAttempt() == "1" })
 	h.cancel()
 	if c := h.exitCode(); c != 1 {

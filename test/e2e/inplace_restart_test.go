@@ -230,6 +230,7 @@ func inPlaceJobSet(ns, name string, maxRestarts int32) *v1alpha2.JobSet {
 
 // podState is what the test reads of a pod.
 type podState struct {
+	name     string
 	uid      types.UID
 	attempt  string
 	restarts int32
@@ -247,7 +248,7 @@ func podStates(t *testing.T, ns, js string) map[string]podState {
 		for _, s := range p.Status.ContainerStatuses {
 			rc = max(rc, s.RestartCount)
 		}
-		out[p.Name] = podState{uid: p.UID, attempt: p.Annotations[v1alpha2.InPlaceRestartAttemptKey], restarts: rc}
+		out[p.Name] = podState{name: p.Name, uid: p.UID, attempt: p.Annotations[v1alpha2.InPlaceRestartAttemptKey], restarts: rc}
 	}
 	return out
 }
@@ -395,10 +396,10 @@ func TestInPlaceRestart(t *testing.T) {
 	}
 }
 
-// TestInPlaceRestartLostPodRecreates: a deleted pod cannot restart in
-// place; the JobSet recreates its Jobs and the new pods start at the next
-// attempt.
-func TestInPlaceRestartLostPodRecreates(t *testing.T) {
+// TestInPlaceRestartFailedPodRecreates: a pod that failed cannot restart in
+// place; the JobSet recreates its Jobs, counted toward maxRestarts, and the
+// new pods join the attempt under way instead of starting another.
+func TestInPlaceRestartFailedPodRecreates(t *testing.T) {
 	// Parallel tests run after the serial ones, among them those that read
 	// the controller's process-wide counters (TestInterruptionMetrics): a
 	// restart of this test's JobSet must not land in their window.
@@ -410,24 +411,21 @@ func TestInPlaceRestartLostPodRecreates(t *testing.T) {
 		return attemptIs(js, nil, ptr.To[int32](0))
 	})
 	before := podStates(t, ns, "lost")
-	victim := sortedNames(before)[0]
-	if err := cluster.kube.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	js := waitStatus(t, ns, "lost", "Jobs recreated and barrier lifted", 3*time.Minute, func(js *v1alpha2.JobSet) bool {
-		return js.Status.Restarts == 1 && js.Status.CurrentInPlaceRestartAttempt != nil && *js.Status.CurrentInPlaceRestartAttempt == 1
+	failPodWithCode(t, ns, "lost-w-0", 1)
+	js := waitStatus(t, ns, "lost", "Jobs recreated", 3*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return js.Status.Restarts == 1
 	})
 	if js.Status.RestartsCountTowardsMax != 1 {
 		t.Errorf("restartsCountTowardsMax = %d, want 1", js.Status.RestartsCountTowardsMax)
 	}
-	after := waitPods(t, ns, "lost", "4 new pods at attempt 1", func(m map[string]podState) bool {
+	after := waitPods(t, ns, "lost", "4 new pods at attempt 0", func(m map[string]podState) bool {
 		n := 0
 		for _, p := range m {
-			if p.attempt == "1" {
+			if p.attempt == "0" && p.uid != before[p.name].uid {
 				n++
 			}
 		}
-		return n == 4
+		return n == 4 && len(m) == 4
 	})
 	for n, p := range after {
 		for _, old := range before {
@@ -436,4 +434,97 @@ func TestInPlaceRestartLostPodRecreates(t *testing.T) {
 			}
 		}
 	}
+	js = waitStatus(t, ns, "lost", "status read", time.Minute, func(*v1alpha2.JobSet) bool { return true })
+	if !attemptIs(js, nil, ptr.To[int32](0)) {
+		t.Errorf("previous %v current %v after the recreate, want nil and 0: the new pods started an in-place restart",
+			js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt)
+	}
+}
+
+// inPlaceUnchanged checks that a JobSet with maxRestarts 0 is still running
+// at attempt 0 with its Jobs never recreated, and that the pods in keep
+// their UID and never restarted.
+func inPlaceUnchanged(t *testing.T, ns, name, when string, keep map[string]podState) {
+	t.Helper()
+	js := waitStatus(t, ns, name, "status read", time.Minute, func(*v1alpha2.JobSet) bool { return true })
+	if r := conditionReason(js, v1alpha2.JobSetFailed); r != "" {
+		t.Fatalf("%s: the JobSet failed (%s): it cost a restart", when, r)
+	}
+	if js.Status.Restarts != 0 || !attemptIs(js, nil, ptr.To[int32](0)) {
+		t.Errorf("%s: restarts %d, previous %v, current %v; want 0, nil, 0", when, js.Status.Restarts,
+			js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt)
+	}
+	now := podStates(t, ns, name)
+	for n, p := range keep {
+		if q, ok := now[n]; ok && (q.uid != p.uid || q.restarts != 0 || q.attempt != "0") {
+			t.Errorf("%s: pod %s: uid %s -> %s, restartCount %d, attempt %q; want the same pod, never restarted, at 0",
+				when, n, p.uid, q.uid, q.restarts, q.attempt)
+		}
+	}
+}
+
+// allAtZero waits for n pods, all at attempt 0.
+func allAtZero(n int) func(m map[string]podState) bool {
+	return func(m map[string]podState) bool {
+		if len(m) != n {
+			return false
+		}
+		for _, p := range m {
+			if p.attempt != "0" {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// TestInPlaceRestartPodsComeAndGo: with maxRestarts 0, a deleted pod's
+// replacement, a scale-up, a scale-down and a suspend/resume cycle each
+// leave the JobSet running at attempt 0: new pods join, leaving pods only
+// leave, and no other pod restarts.
+func TestInPlaceRestartPodsComeAndGo(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	createJobSet(t, inPlaceJobSet(ns, "elastic", 0))
+	startAgents(t, ns, "elastic")
+	waitStatus(t, ns, "elastic", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, nil, ptr.To[int32](0))
+	})
+	start := waitPods(t, ns, "elastic", "4 pods at attempt 0", allAtZero(4))
+
+	// A deleted pod is replaced by the Job controller; the new pod joins.
+	victim := sortedNames(start)[0]
+	if err := cluster.kube.CoreV1().Pods(ns).Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now := waitPods(t, ns, "elastic", "the deleted pod replaced, 4 pods at attempt 0", func(m map[string]podState) bool {
+		if !allAtZero(4)(m) {
+			return false
+		}
+		for _, p := range m {
+			if p.uid == start[victim].uid {
+				return false
+			}
+		}
+		return true
+	})
+	inPlaceUnchanged(t, ns, "elastic", "after a pod's deletion", now)
+
+	// Scale up: 3 pods per Job.
+	kubectl(t, "scale", "-n", ns, "replicatedjob/elastic.w", "--replicas=3")
+	waitPods(t, ns, "elastic", "6 pods at attempt 0", allAtZero(6))
+	inPlaceUnchanged(t, ns, "elastic", "after a scale-up", now)
+	now = podStates(t, ns, "elastic")
+
+	// Scale down: 1 pod per Job.
+	kubectl(t, "scale", "-n", ns, "replicatedjob/elastic.w", "--replicas=1")
+	waitPods(t, ns, "elastic", "2 pods left", allAtZero(2))
+	inPlaceUnchanged(t, ns, "elastic", "after a scale-down", now)
+
+	// Suspend, and resume at once, while the old pods may still terminate.
+	kubectl(t, "patch", "jobset", "elastic", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+	waitPods(t, ns, "elastic", "no pod while suspended", func(m map[string]podState) bool { return len(m) == 0 })
+	kubectl(t, "patch", "jobset", "elastic", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+	waitPods(t, ns, "elastic", "2 new pods at attempt 0 after the resume", allAtZero(2))
+	inPlaceUnchanged(t, ns, "elastic", "after a suspend and resume", nil)
 }
