@@ -200,6 +200,9 @@ func (m *migrator) discover(ctx context.Context) ([]*Item, error) {
 			continue
 		}
 		js, errs := convert(u)
+		if js != nil {
+			errs = append(errs, refuseRunningInPlace(js)...)
+		}
 		if len(errs) > 0 {
 			invalid.Errors[u.GetNamespace()+"/"+u.GetName()] = errs
 			continue
@@ -411,4 +414,24 @@ func describeChildren(children []Child) string {
 		parts = append(parts, ch.Kind+" "+ch.Name)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// refuseRunningInPlace refuses a JobSet that restarts in place and has not
+// finished: its pods carry neither the label the controller selects
+// in-place pods by nor the new JobSet's UID, and its Jobs' pod templates
+// cannot be changed while they run, so nothing would coordinate their
+// agents after the move.
+func refuseRunningInPlace(js *v1alpha2.JobSet) field.ErrorList {
+	if js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != v1alpha2.InPlaceRestart {
+		return nil
+	}
+	for _, c := range js.Status.Conditions {
+		if (c.Type == string(v1alpha2.JobSetCompleted) || c.Type == string(v1alpha2.JobSetFailed)) && c.Status == metav1.ConditionTrue {
+			return nil
+		}
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "failurePolicy", "restartStrategy"),
+		"a JobSet that restarts in place (InPlaceRestart) cannot be migrated until it has finished: "+
+			"its running pods' agents could not be coordinated by the native controller; "+
+			"wait until it completes or fails, or delete it and create it again after the migration")}
 }

@@ -525,3 +525,41 @@ func TestNothingToMigrate(t *testing.T) {
 		t.Fatalf("writes %v, output %q", w, e.out.String())
 	}
 }
+
+// inPlace makes an upstream JobSet restart in place, as validation wants it.
+func inPlace(u *unstructured.Unstructured) *unstructured.Unstructured {
+	_ = unstructured.SetNestedField(u.Object, "InPlaceRestart", "spec", "failurePolicy", "restartStrategy")
+	rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
+	spec := rjs[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	spec["backoffLimit"] = int64(2147483647)
+	spec["podReplacementPolicy"] = "Failed"
+	spec["template"].(map[string]any)["spec"].(map[string]any)["restartPolicy"] = "OnFailure"
+	_ = unstructured.SetNestedSlice(u.Object, rjs, "spec", "replicatedJobs")
+	return u
+}
+
+func TestRunningInPlaceJobSetRefused(t *testing.T) {
+	running := inPlace(upstreamJobSet("inplace", "old-inplace", 0))
+	done := inPlace(upstreamJobSet("inplace-done", "old-inplace-done", 0))
+	_ = unstructured.SetNestedSlice(done.Object, []any{map[string]any{
+		"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully",
+		"lastTransitionTime": "2026-01-01T00:00:00Z",
+	}}, "status", "conditions")
+	e := newEnv(t, running, done)
+	err := e.run(func(o *Options) { o.DryRun = true })
+	if err == nil {
+		t.Fatal("a running InPlaceRestart JobSet was accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"JobSet team/inplace: spec.failurePolicy.restartStrategy", "cannot be migrated until it has finished"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "inplace-done") {
+		t.Errorf("finished InPlaceRestart JobSet refused:\n%s", msg)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Fatalf("writes despite the refusal: %v", w)
+	}
+}

@@ -3,15 +3,19 @@ package migration
 import (
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	upv1 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -20,6 +24,16 @@ import (
 // migrate runs jobset-migrate and returns its output.
 func migrate(t *testing.T, reg registration, backups string, extra ...string) string {
 	t.Helper()
+	out, err := migrateErr(reg, backups, extra...)
+	if err != nil {
+		t.Fatalf("jobset-migrate %s: %v\n%s", strings.Join(extra, " "), err, out)
+	}
+	t.Logf("jobset-migrate %s:\n%s", strings.Join(extra, " "), out)
+	return out
+}
+
+// migrateErr runs jobset-migrate and returns its output and error.
+func migrateErr(reg registration, backups string, extra ...string) (string, error) {
 	args := append([]string{
 		"--kubeconfig", stack.Kubeconfig,
 		"--backup-dir", backups,
@@ -31,11 +45,7 @@ func migrate(t *testing.T, reg registration, backups string, extra ...string) st
 		"--timeout", "2m",
 	}, extra...)
 	out, err := exec.Command(migrateBin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("jobset-migrate %s: %v\n%s", strings.Join(extra, " "), err, out)
-	}
-	t.Logf("jobset-migrate %s:\n%s", strings.Join(extra, " "), out)
-	return string(out)
+	return string(out), err
 }
 
 // checkNative checks a migrated JobSet against its upstream original, and
@@ -163,6 +173,39 @@ func TestMigrateRunningJobSets(t *testing.T) {
 	restarted, _ = upstreamClient.JobsetV1alpha2().JobSets(ns).Get(context.Background(), "restarted", metav1.GetOptions{})
 	beforeFresh, beforeRestarted := uids(t, ns, "fresh"), uids(t, ns, "restarted")
 	backups := t.TempDir()
+
+	// A running JobSet that restarts in place is refused, changing nothing,
+	// until it is gone (or finished).
+	inPlace := &upv1.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "inplace", Namespace: ns},
+		Spec: upv1.JobSetSpec{
+			FailurePolicy: &upv1.FailurePolicy{MaxRestarts: 3, RestartStrategy: upv1.InPlaceRestart},
+			ReplicatedJobs: []upv1.ReplicatedJob{{Name: "workers", Replicas: 1, Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+				Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), BackoffLimit: ptr.To[int32](math.MaxInt32),
+				PodReplacementPolicy: ptr.To(batchv1.Failed),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure,
+					Containers: []corev1.Container{{Name: "worker", Image: "registry.k8s.io/pause:3.10"}}}},
+			}}}},
+		},
+	}
+	if _, err := upstreamClient.JobsetV1alpha2().JobSets(ns).Create(context.Background(), inPlace, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := migrateErr(reg, backups)
+	if err == nil || !strings.Contains(out, "JobSet migrate-running/inplace: spec.failurePolicy.restartStrategy") ||
+		!strings.Contains(out, "cannot be migrated until it has finished") {
+		t.Fatalf("migrating a running InPlaceRestart JobSet: err=%v, want a refusal naming it:\n%s", err, out)
+	}
+	if gone, _ := crdGone(context.Background()); gone {
+		t.Fatal("the refused migration deleted the CRD")
+	}
+	if err := upstreamClient.JobsetV1alpha2().JobSets(ns).Delete(context.Background(), "inplace", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the in-place JobSet to be gone", func(ctx context.Context) (bool, error) {
+		_, err := upstreamClient.JobsetV1alpha2().JobSets(ns).Get(ctx, "inplace", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 
 	plan := migrate(t, reg, backups, "--dry-run")
 	for _, want := range []string{"JobSet migrate-running/fresh", "orphan Job fresh-workers-0, Job fresh-workers-1, Service fresh", "JobSet migrate-running/restarted"} {
