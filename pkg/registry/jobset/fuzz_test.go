@@ -32,41 +32,93 @@ func FuzzJobSetUpdate(f *testing.F) {
 		for i, nu := range seeds {
 			f.Add(old, nu, []byte{byte(i), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 		}
+		for _, edits := range acceptedEdits {
+			f.Add(old, old, edits)
+		}
 	}
-	dec := install.NewJobSetDecoder()
+	u := newUpdateChecker()
+	f.Fuzz(func(t *testing.T, oldData, newData, edits []byte) {
+		u.check(t, oldData, newData, edits)
+	})
+}
+
+// acceptedEdits are edit seeds that validation accepts on the seed JobSets,
+// so that the fuzzer starts from updates that reach the "still valid" check:
+// labels and annotations, suspend, and while suspended the pod template's
+// image and node selector.
+var acceptedEdits = [][]byte{
+	{12, 7},
+	{0, 0},
+	{0, 0, 5, 3},
+	{0, 0, 4, 9},
+}
+
+// TestUpdateSeedsReachAcceptedUpdates: the seeds of FuzzJobSetUpdate are
+// not all rejected, so the check on accepted updates runs on them.
+func TestUpdateSeedsReachAcceptedUpdates(t *testing.T) {
+	u := newUpdateChecker()
+	accepted := 0
+	for _, old := range seedFilesT(t) {
+		for _, edits := range acceptedEdits {
+			accepted += u.check(t, old, nil, edits)
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("no seed edit was accepted: the fuzzer's seeds never reach the check on accepted updates")
+	}
+	t.Logf("%d seed edits accepted", accepted)
+}
+
+type updateChecker struct {
+	dec      *install.JobSetDecoder
+	strategy jobSetStrategy
+	ctx      context.Context
+}
+
+func newUpdateChecker() *updateChecker {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
-	strategy := NewStrategy(scheme)
-	ctx := genericapirequest.WithNamespace(context.Background(), "default")
+	return &updateChecker{
+		dec:      install.NewJobSetDecoder(),
+		strategy: NewStrategy(scheme),
+		ctx:      genericapirequest.WithNamespace(context.Background(), "default"),
+	}
+}
 
-	f.Fuzz(func(t *testing.T, oldData, newData, edits []byte) {
-		old, err := decode(dec, oldData)
-		if err != nil {
-			return
+// check runs one update and returns how many of the candidates derived by
+// the edits were accepted (0 or 1).
+func (u *updateChecker) check(t *testing.T, oldData, newData, edits []byte) int {
+	old, err := decode(u.dec, oldData)
+	if err != nil {
+		return 0
+	}
+	u.strategy.PrepareForCreate(u.ctx, old)
+	if errs := u.strategy.Validate(u.ctx, old); len(errs) > 0 {
+		return 0
+	}
+	old.ResourceVersion = "1"
+	candidates := []*jobset.JobSet{edit(old, edits)}
+	if nu, err := decode(u.dec, newData); err == nil {
+		nu.Name, nu.Namespace = old.Name, old.Namespace
+		candidates = append(candidates, nu)
+	}
+	accepted := 0
+	for i, nu := range candidates {
+		nu.ResourceVersion = old.ResourceVersion
+		u.strategy.PrepareForUpdate(u.ctx, nu, old)
+		errs := u.strategy.ValidateUpdate(u.ctx, nu, old)
+		checkPaths(t, errs)
+		if len(errs) > 0 {
+			continue
 		}
-		strategy.PrepareForCreate(ctx, old)
-		if errs := strategy.Validate(ctx, old); len(errs) > 0 {
-			return
+		if i == 0 {
+			accepted++
 		}
-		old.ResourceVersion = "1"
-		candidates := []*jobset.JobSet{edit(old, edits)}
-		if nu, err := decode(dec, newData); err == nil {
-			nu.Name, nu.Namespace = old.Name, old.Namespace
-			candidates = append(candidates, nu)
+		if created := validation.ValidateJobSet(nu); len(created) > 0 {
+			t.Errorf("an update was accepted that leaves an invalid JobSet: %v", created)
 		}
-		for _, nu := range candidates {
-			nu.ResourceVersion = old.ResourceVersion
-			strategy.PrepareForUpdate(ctx, nu, old)
-			errs := strategy.ValidateUpdate(ctx, nu, old)
-			checkPaths(t, errs)
-			if len(errs) > 0 {
-				continue
-			}
-			if created := validation.ValidateJobSet(nu); len(created) > 0 {
-				t.Errorf("an update was accepted that leaves an invalid JobSet: %v", created)
-			}
-		}
-	})
+	}
+	return accepted
 }
 
 // edit applies the edits the bytes select to a copy of js, two bytes per
@@ -143,6 +195,23 @@ func edit(js *jobset.JobSet, ops []byte) *jobset.JobSet {
 
 func seedFiles(f *testing.F) [][]byte {
 	f.Helper()
+	out, err := readSeeds()
+	if err != nil {
+		f.Fatal(err)
+	}
+	return out
+}
+
+func seedFilesT(t *testing.T) [][]byte {
+	t.Helper()
+	out, err := readSeeds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readSeeds() ([][]byte, error) {
 	var files []string
 	for _, dir := range []string{
 		filepath.Join("..", "..", "apis", "jobset", "validation", "testdata", "seed"),
@@ -150,22 +219,22 @@ func seedFiles(f *testing.F) [][]byte {
 	} {
 		m, err := filepath.Glob(filepath.Join(dir, "*.json"))
 		if err != nil {
-			f.Fatal(err)
+			return nil, err
 		}
 		files = append(files, m...)
 	}
 	if len(files) == 0 {
-		f.Fatal("no seed corpus")
+		return nil, fmt.Errorf("no seed corpus")
 	}
 	var out [][]byte
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
-			f.Fatal(err)
+			return nil, err
 		}
 		out = append(out, data)
 	}
-	return out
+	return out, nil
 }
 
 // decode does what the API server does with a body (decode, default,
