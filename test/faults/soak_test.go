@@ -34,6 +34,11 @@ const (
 	soakWorkers = 64
 	// JobSets each worker keeps alive: creates below the first, deletes above it.
 	soakMinLive, soakMaxLive = 1, 2
+	// soakMinAckedFraction is the least share of the offered writes that
+	// must be acknowledged. A loaded two-core machine reached 37% in a
+	// 10-minute run (test/bench/README.md, "Soak"); an API that is down
+	// most of the time reaches far less.
+	soakMinAckedFraction = 0.10
 )
 
 // soakDuration is SOAK_DURATION (default 60s). Components are killed every
@@ -85,6 +90,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	var kills []string
+	var killTimes []time.Time
 	started := time.Now()
 	ticker := time.NewTicker(time.Second / soakRate)
 	killTicker := time.NewTicker(killEvery)
@@ -101,7 +107,12 @@ loop:
 				missed.Add(1) // every worker busy: the rate was not reached
 			}
 		case <-killTicker.C:
-			kills = append(kills, killNext(t, firstKill+len(kills)))
+			victim, err := killNext(t, firstKill+len(kills))
+			if err != nil {
+				t.Errorf("interval %d killed nothing: %v", len(kills)+1, err)
+			}
+			kills = append(kills, victim)
+			killTimes = append(killTimes, time.Now())
 		case <-end:
 			break loop
 		}
@@ -134,6 +145,27 @@ loop:
 	}
 	for _, x := range lost {
 		t.Errorf("acknowledged write lost: %s", x)
+	}
+	// The load must have been served, not only survived: enough writes
+	// acknowledged, some after every kill, and every client's JobSets
+	// alive at the end.
+	offered := float64(soakRate) * elapsed.Seconds()
+	if acked := float64(st.ackCount()); acked < soakMinAckedFraction*offered {
+		t.Errorf("%.0f writes acknowledged of %.0f offered: below the %.0f%% floor", acked, offered, 100*soakMinAckedFraction)
+	}
+	for i, k := range killTimes {
+		until := started.Add(elapsed)
+		if i+1 < len(killTimes) {
+			until = killTimes[i+1]
+		}
+		if !st.ackedBetween(k, until) {
+			t.Errorf("no write acknowledged after kill %d (%s) before the next kill or the end", i+1, kills[i])
+		}
+	}
+	if list, err := cl.JobSets.JobsetV1alpha2().JobSets(ns).List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Errorf("listing the JobSets: %v", err)
+	} else if len(list.Items) < soakWorkers*soakMinLive {
+		t.Errorf("%d JobSets at the end, want at least %d (%d per client)", len(list.Items), soakWorkers*soakMinLive, soakMinLive)
 	}
 
 	dbSize, dbInUse, dbErr := etcdDBSize()
@@ -253,33 +285,35 @@ func soakCreate(ctx context.Context, w int, next *int, ns string, l *ledger, st 
 
 // killNext kills, in turn from a random start, the controller leader, the
 // jobset-apiserver replica with more connections open or
-// kube-controller-manager, and starts it again at once.
-func killNext(t *testing.T, turn int) string {
+// kube-controller-manager, and starts it again at once. It returns what it
+// killed, or an error when it killed nothing.
+func killNext(t *testing.T, turn int) (string, error) {
 	t.Helper()
 	var victim string
 	switch turn % 3 {
 	case 0:
 		c, _, err := leader(context.Background())
 		if err != nil {
-			return "none (no leader: " + err.Error() + ")"
+			return "none", fmt.Errorf("no controller leader: %w", err)
 		}
-		victim = c + " (leader)"
-		if p, err := cl.Process(c); err == nil {
-			_ = p.Kill()
-		}
+		victim = c
 	case 1:
 		victim, _ = busiestReplica(t)
-		if p, err := cl.Process(victim); err == nil {
-			_ = p.Kill()
-		}
 	default:
 		victim = "kube-controller-manager"
-		if p, err := cl.Process(victim); err == nil {
-			_ = p.Kill()
-		}
+	}
+	p, err := cl.Process(victim)
+	if err == nil {
+		err = p.Kill()
 	}
 	revive(t, "killed by "+t.Name())
-	return victim
+	if err != nil {
+		return "none", fmt.Errorf("killing %s: %w", victim, err)
+	}
+	if turn%3 == 0 {
+		victim += " (leader)"
+	}
+	return victim, nil
 }
 
 // rssSampler keeps the largest resident set (VmHWM, KiB) seen of each

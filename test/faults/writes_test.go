@@ -71,6 +71,26 @@ type stats struct {
 	errors    map[string]int
 	unretried []string // errors that are not retryable, with the operation
 	latencies []time.Duration
+	ackTimes  []time.Time
+}
+
+func (s *stats) ackCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acked
+}
+
+// ackedBetween reports whether a write was acknowledged after from and not
+// after until.
+func (s *stats) ackedBetween(from, until time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, at := range s.ackTimes {
+		if at.After(from) && !at.After(until) {
+			return true
+		}
+	}
+	return false
 }
 
 func newStats() *stats { return &stats{errors: map[string]int{}} }
@@ -84,6 +104,7 @@ func (s *stats) record(op string, d time.Duration, err error) {
 	if err == nil {
 		s.acked++
 		s.latencies = append(s.latencies, d)
+		s.ackTimes = append(s.ackTimes, time.Now())
 		return
 	}
 	s.errors[errorCode(err)]++
