@@ -147,6 +147,10 @@ func TestControllerKilledDuringRestart(t *testing.T) {
 		}
 	})
 
+	// The last Job of attempt 1 is held back until the kill, so that the
+	// kill lands mid-restart however fast the controller is.
+	hold := stack.HoldJobCreates(t, ns, localcluster.HeldRestartJob("phoenix-workers-3", 1),
+		localcluster.ProbeJob("phoenix-workers-3", map[string]string{v1alpha2.RestartsKey: "1"}))
 	failPodWithCode(t, ns, "blocker-workers-0", otherExitCode)
 	failPodWithCode(t, ns, "phoenix-workers-2", otherExitCode)
 	select {
@@ -156,10 +160,21 @@ func TestControllerKilledDuringRestart(t *testing.T) {
 	}
 	ctrl.kill(t)
 	killed = true
-	w.mu.Lock()
-	atKill := w.countAttempt("1")
-	w.mu.Unlock()
+	jobs, err := childJobs(context.Background(), ns, "phoenix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	atKill := 0
+	for _, j := range jobs {
+		if j.Labels[v1alpha2.RestartsKey] == "1" {
+			atKill++
+		}
+	}
 	t.Logf("killed the controller with %d of 4 Jobs of attempt 1 present", atKill)
+	if atKill >= 4 {
+		t.Fatalf("%d of 4 Jobs of attempt 1 existed at the kill: it did not land during the restart", atKill)
+	}
+	hold.Release()
 	startController(t, ctrl.args)
 	killed = false
 
@@ -168,7 +183,7 @@ func TestControllerKilledDuringRestart(t *testing.T) {
 		c := meta.FindStatusCondition(js.Status.Conditions, string(v1alpha2.JobSetRestarting))
 		return c != nil && c.Reason == "JobsReady"
 	})
-	jobs, err := childJobs(context.Background(), ns, "phoenix")
+	jobs, err = childJobs(context.Background(), ns, "phoenix")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/test/invariants"
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
 // takeoverWait is how long the tests wait for a standby to hold the lease
@@ -22,15 +23,19 @@ import (
 // belongs in benchmarks).
 const takeoverWait = 3 * (leaseDuration + 2*retryPeriod + 10*time.Second)
 
-// killLeader kills the controller holding the lease, waits for the other
-// one to take over, and starts the killed one again as a standby.
-func killLeader(t *testing.T) {
+// killLeader kills the controller holding the lease, runs afterKill (when
+// not nil) before a standby can take over, waits for the other one to take
+// over, and starts the killed one again as a standby.
+func killLeader(t *testing.T, afterKill func()) {
 	t.Helper()
 	old, oldID, _ := liveLeader(t, "", time.Minute)
 	if err := old.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	if afterKill != nil {
+		afterKill()
+	}
 	_, _, seen := liveLeader(t, oldID, takeoverWait)
 	took := seen.Sub(killed)
 	t.Logf("killed the leader %s (pid %d); a standby held the lease %.1fs later (lease %s)", old.Component, old.PID, took.Seconds(), leaseDuration)
@@ -78,9 +83,11 @@ func createAll(t *testing.T, jss []*v1alpha2.JobSet) {
 }
 
 // TestControllerLeaderKilledDuringFanOut creates 200 JobSets of one Job
-// each and kills the controller leader once a quarter of the Jobs exist.
-// The standby takes over within the lease time, and in the end every
-// JobSet has exactly its Job, created once, and counts it active.
+// each and kills the controller leader once a quarter of the Jobs exist,
+// while the Jobs of the second hundred are held back (refused by an
+// admission policy), so that the kill lands mid-way. The standby takes
+// over, and in the end every JobSet has exactly its Job, created once, and
+// counts it active.
 func TestControllerLeaderKilledDuringFanOut(t *testing.T) {
 	ns := namespace(t, "fanout")
 	ledger := watchJobLedger(t, ns)
@@ -89,6 +96,7 @@ func TestControllerLeaderKilledDuringFanOut(t *testing.T) {
 	for i := 0; i < n; i++ {
 		jss = append(jss, jobSet(ns, fmt.Sprintf("fan-%03d", i), 1, 1))
 	}
+	hold := cl.HoldJobCreates(t, ns, "object.metadata.name.startsWith('fan-1')", localcluster.ProbeJob("fan-199-w-0", nil))
 	created := make(chan struct{})
 	go func() {
 		defer close(created)
@@ -98,9 +106,13 @@ func TestControllerLeaderKilledDuringFanOut(t *testing.T) {
 		all, _ := ledger.count("0")
 		return all >= n/4, nil
 	})
-	all, _ := ledger.count("0")
-	t.Logf("killing the leader with %d of %d Jobs created", all, n)
-	killLeader(t)
+	var atKill int
+	killLeader(t, func() { atKill = countJobs(t, ns, "0") })
+	t.Logf("killed the leader with %d of %d Jobs created", atKill, n)
+	if atKill >= n {
+		t.Fatalf("%d of %d Jobs existed at the kill: it did not land during the fan-out", atKill, n)
+	}
+	hold.Release()
 	<-created
 	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](0), Running: true}, 4*time.Minute)
 	if all, _ := ledger.count("0"); all != n {
@@ -132,6 +144,10 @@ func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
 		t.FailNow()
 	}
 
+	// The last JobSet's second Job of attempt 1 is held back until the
+	// kill, so that the kill lands mid-restart.
+	hold := cl.HoldJobCreates(t, ns, localcluster.HeldRestartJob("rs-09-w-1", 1),
+		localcluster.ProbeJob("rs-09-w-1", map[string]string{v1alpha2.RestartsKey: "1"}))
 	for _, js := range jss {
 		eventually(t, 2*time.Minute, "failing a pod of "+js.Name, func(ctx context.Context) (bool, error) {
 			return failPod(ctx, ns, js.Name+"-w-0")
@@ -141,9 +157,13 @@ func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
 		_, restarted := ledger.count("1")
 		return restarted > 0, nil
 	})
-	_, restarted := ledger.count("1")
-	t.Logf("killing the leader with %d of %d Jobs of attempt 1 created", restarted, n*replicas)
-	killLeader(t)
+	var atKill int
+	killLeader(t, func() { atKill = countJobs(t, ns, "1") })
+	t.Logf("killed the leader with %d of %d Jobs of attempt 1 created", atKill, n*replicas)
+	if atKill >= n*replicas {
+		t.Fatalf("%d of %d Jobs of attempt 1 existed at the kill: it did not land during the restarts", atKill, n*replicas)
+	}
+	hold.Release()
 
 	checkInvariants(t, ns, invariants.Expectation{Restarts: ptr.To[int32](1), Running: true}, 4*time.Minute)
 	if _, restarted := ledger.count("1"); restarted != n*replicas {
@@ -152,4 +172,14 @@ func TestControllerLeaderKilledDuringRestarts(t *testing.T) {
 	for _, d := range ledger.duplicates() {
 		t.Error(d)
 	}
+}
+
+// countJobs counts the Jobs of the restart attempt in ns, as stored now.
+func countJobs(t *testing.T, ns, attempt string) int {
+	t.Helper()
+	jobs, err := cl.Kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha2.RestartsKey + "=" + attempt})
+	if err != nil {
+		t.Fatalf("listing Jobs: %v", err)
+	}
+	return len(jobs.Items)
 }
