@@ -124,6 +124,20 @@ func TestTTLAfterFinished(t *testing.T) {
 	waitJobGone(t, ns, "shortlived-workers-0")
 }
 
+// A finished JobSet's ttlSecondsAfterFinished may still change: patching
+// it to 0 deletes a JobSet that had none.
+func TestTTLPatchedOnFinishedJobSet(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	createJobSet(t, runningJobSet(ns, "kept", replicatedJob("workers", 1, 1, "2s")))
+	waitCondition(t, ns, "kept", v1alpha2.JobSetCompleted, time.Minute)
+	kubectl(t, "patch", "jobset", "kept", "-n", ns, "--type=merge", "-p", `{"spec":{"ttlSecondsAfterFinished":0}}`)
+	eventually(t, time.Minute, "the JobSet to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := cluster.jobsets.JobsetV1alpha2().JobSets(ns).Get(ctx, "kept", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
 func conditionTime(js *v1alpha2.JobSet, cond v1alpha2.JobSetConditionType) time.Time {
 	for _, c := range js.Status.Conditions {
 		if c.Type == string(cond) {

@@ -134,9 +134,23 @@ func TestValidateJobSetUpdate(t *testing.T) {
 
 		// terminal JobSets
 		{
-			name: "spec change of a completed JobSet",
+			name: "ttlSecondsAfterFinished of a completed JobSet may change",
 			old:  func(js *jobset.JobSet) { js.Status.Conditions = []metav1.Condition{completed()} },
-			new:  func(js *jobset.JobSet) { js.Spec.TTLSecondsAfterFinished = ptr.To[int32](60) },
+			new:  func(js *jobset.JobSet) { js.Spec.TTLSecondsAfterFinished = ptr.To[int32](0) },
+		},
+		{
+			name: "ttlSecondsAfterFinished of a failed JobSet must stay non-negative",
+			old:  func(js *jobset.JobSet) { js.Status.TerminalState = string(jobset.JobSetFailed) },
+			new:  func(js *jobset.JobSet) { js.Spec.TTLSecondsAfterFinished = ptr.To[int32](-1) },
+			want: []wantErr{{errInvalid, "spec.ttlSecondsAfterFinished", "must be greater than or equal to 0"}},
+		},
+		{
+			name: "another spec change of a completed JobSet",
+			old:  func(js *jobset.JobSet) { js.Status.Conditions = []metav1.Condition{completed()} },
+			new: func(js *jobset.JobSet) {
+				js.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
+				suspend(js)
+			},
 			want: []wantErr{{errForbidden, "spec", terminal}},
 		},
 		{

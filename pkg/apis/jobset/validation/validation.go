@@ -46,7 +46,15 @@ func ValidateJobSetUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 		return allErrs
 	}
 	if IsTerminal(oldJS) {
-		return append(allErrs, field.Forbidden(field.NewPath("spec"), "Cannot mutate a JobSet in a terminal state"))
+		// As upstream, ttlSecondsAfterFinished stays mutable, so that a
+		// finished JobSet's deletion can be brought forward or put off.
+		if !onlyTTLChanged(&newJS.Spec, &oldJS.Spec) {
+			return append(allErrs, field.Forbidden(field.NewPath("spec"), "Cannot mutate a JobSet in a terminal state"))
+		}
+		if ttl := newJS.Spec.TTLSecondsAfterFinished; ttl != nil {
+			allErrs = append(allErrs, apivalidation.ValidateNonnegativeField(int64(*ttl), field.NewPath("spec", "ttlSecondsAfterFinished"))...)
+		}
+		return allErrs
 	}
 
 	// The fixed parts of the spec are guarded by immutability checks, so only
@@ -61,6 +69,14 @@ func ValidateJobSetUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 		allErrs = append(allErrs, v.validateVolumeClaimPolicies()...)
 	}
 	return allErrs
+}
+
+// onlyTTLChanged reports whether the specs differ at most in
+// ttlSecondsAfterFinished.
+func onlyTTLChanged(a, b *jobset.JobSetSpec) bool {
+	c := *a
+	c.TTLSecondsAfterFinished = b.TTLSecondsAfterFinished
+	return apiequality.Semantic.DeepEqual(&c, b)
 }
 
 // templatesEqual reports whether two specs have the same replicatedJob
