@@ -25,8 +25,8 @@ var Resource = jobset.Resource("replicatedjobs")
 // Name is the name of the ReplicatedJob of replicatedJob rj in JobSet js.
 func Name(js, rj string) string { return js + "." + rj }
 
-// SplitName splits <jobset>.<replicatedJob>. JobSet and replicatedJob
-// names are DNS-1035 labels, so neither contains a dot; a name without one,
+// SplitName splits <jobset>.<replicatedJob>. JobSet names are DNS-1035
+// labels and replicatedJob names DNS-1123 labels, so neither contains a dot; a name without one,
 // or with an empty part, names nothing.
 func SplitName(name string) (js, rj string, ok bool) {
 	i := strings.LastIndexByte(name, '.')

@@ -135,7 +135,7 @@ func (v *specView) validateFixedParts() field.ErrorList {
 	for i := range spec.ReplicatedJobs {
 		rj := &spec.ReplicatedJobs[i]
 		p := v.rjPath(i)
-		allErrs = append(allErrs, validateDNS1035(rj.Name, p.Child("name"))...)
+		allErrs = append(allErrs, validateReplicatedJobName(rj.Name, p.Child("name"))...)
 		if rj.Name != "" {
 			if seen.Has(rj.Name) {
 				allErrs = append(allErrs, field.Duplicate(p.Child("name"), rj.Name))
@@ -615,6 +615,21 @@ func (v *specView) validateVolumeClaimPolicies() field.ErrorList {
 			allErrs = append(allErrs, field.Invalid(c.path, c.name,
 				"must be mounted (volumeMounts[].name) by at least one container or initContainer of a replicatedJob template"))
 		}
+	}
+	return allErrs
+}
+
+// validateReplicatedJobName checks a replicatedJob name. It only ever
+// stands inside generated names ("<jobset>-<name>-<index>", which must be
+// a DNS-1035 label: a leading digit is fine there, as upstream accepts) and
+// as a label value, so it must be a DNS-1123 label.
+func validateReplicatedJobName(value string, p *field.Path) field.ErrorList {
+	if value == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var allErrs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(value) {
+		allErrs = append(allErrs, field.Invalid(p, value, msg))
 	}
 	return allErrs
 }

@@ -134,9 +134,22 @@ func TestValidateJobSet(t *testing.T) {
 			want:   []wantErr{{errRequired, rj0 + ".name", ""}},
 		},
 		{
-			name:   "replicatedJob name not a DNS-1035 label",
-			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Name = "1leader" },
-			want:   []wantErr{{errInvalid, rj0 + ".name", "DNS-1035"}},
+			name:   "replicatedJob name starting with a digit, as upstream accepts",
+			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Name = "1st" },
+		},
+		{
+			name:   "replicatedJob name of digits and dashes",
+			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Name = "0-workers" },
+		},
+		{
+			name:   "replicatedJob name not a DNS-1123 label",
+			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Name = "Leader_1" },
+			want:   []wantErr{{errInvalid, rj0 + ".name", "RFC 1123"}},
+		},
+		{
+			name:   "replicatedJob name ending with a dash",
+			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[0].Name = "leader-" },
+			want:   []wantErr{{errInvalid, rj0 + ".name", "RFC 1123"}},
 		},
 		{
 			name:   "duplicate replicatedJob names",
