@@ -172,6 +172,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	// Resume the watch; a sentinel created now marks the end.
 	resumeAt := events.lastRV
 	events.stopAfterAdds = 0
+	seenBefore := len(events.added)
 	w, err = jobsets.Watch(ctx, metav1.ListOptions{ResourceVersion: resumeAt})
 	if err != nil {
 		t.Fatalf("resuming the watch at %s: %v", resumeAt, err)
@@ -193,6 +194,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	for _, err := range events.errs {
 		t.Error(err)
 	}
+	t.Logf("the watch resumed at %s delivered %d creates, the sentinel included", resumeAt, len(events.added)-seenBefore)
 	for name := range a.created {
 		if !events.added[name] {
 			t.Errorf("%s: acknowledged create never delivered by the watch (resumed at %s)", name, resumeAt)
