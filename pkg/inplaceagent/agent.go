@@ -96,8 +96,10 @@ type Agent struct {
 	js   versioned.Interface
 
 	// restarted is whether the pod already had an attempt when the agent
-	// started: its container restarted, as opposed to a new pod.
+	// started (its container restarted, as opposed to a new pod); valid
+	// once podRead is closed.
 	restarted bool
+	podRead   chan struct{}
 
 	mu       sync.Mutex
 	attempt  *int32
@@ -113,7 +115,7 @@ func New(cfg Config, kube kubernetes.Interface, js versioned.Interface) *Agent {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
-	return &Agent{cfg: cfg, kube: kube, js: js, done: make(chan int, 1)}
+	return &Agent{cfg: cfg, kube: kube, js: js, done: make(chan int, 1), podRead: make(chan struct{})}
 }
 
 // Attempt is the attempt the agent reported, nil before it did.
@@ -140,7 +142,12 @@ func (a *Agent) Lifted() bool {
 func (a *Agent) Run(ctx context.Context) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.restarted = a.podRestarted(ctx)
+	// The pod is read while the JobSet's watch opens: a start costs the
+	// slower of the two, not both.
+	go func() {
+		a.restarted = a.podRestarted(ctx)
+		close(a.podRead)
+	}()
 	go a.watch(ctx)
 	select {
 	case code := <-a.done:
@@ -269,6 +276,11 @@ func (a *Agent) observe(ctx context.Context, js *jobset.JobSet) {
 	a.mu.Unlock()
 	prev, cur := js.Status.PreviousInPlaceRestartAttempt, js.Status.CurrentInPlaceRestartAttempt
 	if a.Attempt() == nil {
+		select {
+		case <-a.podRead:
+		case <-ctx.Done():
+			return
+		}
 		next := StartAttempt(prev, cur, a.restarted)
 		err := a.report(ctx, next)
 		if err != nil && barrierDisabled(js) {
