@@ -32,15 +32,15 @@ func (v *specView) validateInPlaceRestart(i int) field.ErrorList {
 	var allErrs field.ErrorList
 	if spec.BackoffLimit == nil || *spec.BackoffLimit != math.MaxInt32 {
 		allErrs = append(allErrs, field.Invalid(p.Child("backoffLimit"), derefOrNil(spec.BackoffLimit),
-			fmt.Sprintf("replicatedJob %s: must be %d (MaxInt32) under restartStrategy %s", rj.Name, math.MaxInt32, jobset.InPlaceRestart)))
+			fmt.Sprintf("replicatedJob %s: must be set to %d (MaxInt32) when in-place restart is enabled", rj.Name, math.MaxInt32)))
 	}
 	if spec.PodReplacementPolicy == nil || *spec.PodReplacementPolicy != batchv1.Failed {
 		allErrs = append(allErrs, field.Invalid(p.Child("podReplacementPolicy"), derefOrNil(spec.PodReplacementPolicy),
-			fmt.Sprintf("replicatedJob %s: must be %s under restartStrategy %s", rj.Name, batchv1.Failed, jobset.InPlaceRestart)))
+			fmt.Sprintf("replicatedJob %s: must be set to %s when in-place restart is enabled", rj.Name, batchv1.Failed)))
 	}
 	if spec.Completions == nil || spec.Parallelism == nil || *spec.Completions != *spec.Parallelism {
 		allErrs = append(allErrs, field.Invalid(p.Child("completions"), derefOrNil(spec.Completions),
-			fmt.Sprintf("replicatedJob %s: completions and parallelism must both be set and equal under restartStrategy %s", rj.Name, jobset.InPlaceRestart)))
+			fmt.Sprintf("replicatedJob %s: completions and parallelism must be set and equal to each other when in-place restart is enabled", rj.Name)))
 	}
 	return allErrs
 }

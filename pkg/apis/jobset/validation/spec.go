@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -41,6 +42,14 @@ const (
 	jobNameTooLongMsg = "JobSet name is too long, job names generated for this JobSet will exceed 63 characters"
 	podNameTooLongMsg = "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters"
 	mutuallyExclusive = "StartupPolicy and DependsOn APIs are mutually exclusive"
+
+	// Upstream's wording, kept so that tools matching its messages work.
+	dnsLabelTooLongMsg    = "must be no more than 63 characters"
+	subdomainTooLongMsg   = ".spec.network.subdomain is too long, must be less than 63 characters"
+	groupNameTooLongMsg   = ".spec.replicatedJob[].groupName is too long, must be less than 63 characters"
+	dependsOnFirstMsg     = "DependsOn can't be set for the first ReplicatedJob"
+	restartJobReplicasMsg = "JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts action and a replicated job with replicas > %d"
+	immutableValueMsg     = "Value is immutable"
 )
 
 // ruleNamePattern is the format of failure policy rule names; it is the
@@ -142,7 +151,7 @@ func (v *specView) validateFixedParts() field.ErrorList {
 			}
 			seen.Insert(rj.Name)
 		}
-		allErrs = append(allErrs, validateDNS1035(rj.GroupName, p.Child("groupName"))...)
+		allErrs = append(allErrs, validateDNS1035(rj.GroupName, p.Child("groupName"), groupNameTooLongMsg)...)
 		allErrs = append(allErrs, v.validateDependsOn(i)...)
 		if mode := rj.Template.Spec.CompletionMode; mode != nil && !slices.Contains(supportedCompletionModes, *mode) {
 			allErrs = append(allErrs, field.NotSupported(p.Child("template", "spec", "completionMode"), *mode, supportedCompletionModes))
@@ -188,8 +197,7 @@ func (v *specView) validateMutableParts() field.ErrorList {
 		}
 		if restartJobRule != nil && rj.Replicas > maxReplicasWithJobRestart {
 			allErrs = append(allErrs, field.Invalid(p.Child("replicas"), rj.Replicas,
-				fmt.Sprintf("must be no more than %d when a failure policy rule uses the action %s (%s)",
-					maxReplicasWithJobRestart, restartJobRule.action, restartJobRule.path)))
+				fmt.Sprintf(restartJobReplicasMsg+" (%s uses %s)", maxReplicasWithJobRestart, restartJobRule.path, restartJobRule.action)))
 		}
 
 		allErrs = append(allErrs, validateTemplateMetadata(&rj.Template, p.Child("template"))...)
@@ -269,7 +277,7 @@ func (v *specView) validateDependsOn(i int) field.ErrorList {
 	}
 	p := v.rjPath(i).Child("dependsOn")
 	if i == 0 {
-		return field.ErrorList{field.Forbidden(p, "must not be set for the first replicatedJob")}
+		return field.ErrorList{field.Forbidden(p, dependsOnFirstMsg)}
 	}
 
 	var allErrs field.ErrorList
@@ -326,6 +334,9 @@ func validateNetwork(n *jobset.Network, p *field.Path) field.ErrorList {
 	// errors for what the Service name rules reject on top (dots, a leading
 	// digit, more than 63 characters).
 	for _, msg := range validation.IsDNS1035Label(n.Subdomain) {
+		if strings.Contains(msg, dnsLabelTooLongMsg) {
+			msg = subdomainTooLongMsg
+		}
 		allErrs = append(allErrs, field.Invalid(sub, n.Subdomain, msg+" (the subdomain is the name of the JobSet's headless Service)"))
 	}
 	return allErrs
@@ -634,13 +645,17 @@ func validateReplicatedJobName(value string, p *field.Path) field.ErrorList {
 	return allErrs
 }
 
-// validateDNS1035 checks a required name that must be a DNS-1035 label.
-func validateDNS1035(value string, p *field.Path) field.ErrorList {
+// validateDNS1035 checks a required name that must be a DNS-1035 label;
+// tooLong, when set, replaces the message of a name that is too long.
+func validateDNS1035(value string, p *field.Path, tooLong string) field.ErrorList {
 	if value == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	var allErrs field.ErrorList
 	for _, msg := range validation.IsDNS1035Label(value) {
+		if tooLong != "" && strings.Contains(msg, dnsLabelTooLongMsg) {
+			msg = tooLong
+		}
 		allErrs = append(allErrs, field.Invalid(p, value, msg))
 	}
 	return allErrs

@@ -18,15 +18,17 @@ import (
 // validateSpecUpdate checks which parts of the spec an update changed.
 func validateSpecUpdate(newSpec, oldSpec *jobset.JobSetSpec, p *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
+	// Upstream's schema rules word it "Value is immutable" and show the
+	// value's JSON type.
 	immutable := func(newVal, oldVal any, name string) {
-		allErrs = append(allErrs, apivalidation.ValidateImmutableField(newVal, oldVal, p.Child(name))...)
+		allErrs = append(allErrs, immutableValue(newVal, oldVal, "object", p.Child(name))...)
 	}
 	immutable(newSpec.Network, oldSpec.Network, "network")
 	immutable(newSpec.SuccessPolicy, oldSpec.SuccessPolicy, "successPolicy")
 	immutable(newSpec.FailurePolicy, oldSpec.FailurePolicy, "failurePolicy")
 	immutable(newSpec.StartupPolicy, oldSpec.StartupPolicy, "startupPolicy")
-	immutable(newSpec.VolumeClaimPolicies, oldSpec.VolumeClaimPolicies, "volumeClaimPolicies")
-	immutable(newSpec.ManagedBy, oldSpec.ManagedBy, "managedBy")
+	allErrs = append(allErrs, immutableValue(newSpec.VolumeClaimPolicies, oldSpec.VolumeClaimPolicies, "array", p.Child("volumeClaimPolicies"))...)
+	allErrs = append(allErrs, apivalidation.ValidateImmutableField(newSpec.ManagedBy, oldSpec.ManagedBy, p.Child("managedBy"))...)
 
 	rjsPath := p.Child("replicatedJobs")
 	if len(newSpec.ReplicatedJobs) != len(oldSpec.ReplicatedJobs) {
@@ -43,7 +45,7 @@ func validateSpecUpdate(newSpec, oldSpec *jobset.JobSetSpec, p *field.Path) fiel
 		// Names are compared by position, which also rejects reordering.
 		allErrs = append(allErrs, apivalidation.ValidateImmutableField(newRJ.Name, oldRJ.Name, rp.Child("name"))...)
 		allErrs = append(allErrs, apivalidation.ValidateImmutableField(newRJ.GroupName, oldRJ.GroupName, rp.Child("groupName"))...)
-		allErrs = append(allErrs, apivalidation.ValidateImmutableField(newRJ.DependsOn, oldRJ.DependsOn, rp.Child("dependsOn"))...)
+		allErrs = append(allErrs, immutableValue(newRJ.DependsOn, oldRJ.DependsOn, "array", rp.Child("dependsOn"))...)
 		// replicas may change; validateMutableParts checks the new value.
 
 		m := templateMutability{
@@ -206,4 +208,13 @@ func jsonFieldName(f reflect.StructField) (string, bool) {
 		name = f.Name
 	}
 	return name, false
+}
+
+// immutableValue is upstream's schema rule self == oldSelf: an error with
+// its message, showing the JSON type of the value as the rule does.
+func immutableValue(newVal, oldVal any, jsonType string, p *field.Path) field.ErrorList {
+	if apiequality.Semantic.DeepEqual(newVal, oldVal) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, jsonType, immutableValueMsg)}
 }

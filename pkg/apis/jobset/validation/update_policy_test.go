@@ -27,11 +27,12 @@ func both(fns ...func(*jobset.JobSet)) func(*jobset.JobSet) {
 
 func TestValidateJobSetUpdateWithUpdateStrategy(t *testing.T) {
 	const (
-		rj0      = "spec.replicatedJobs[0]"
-		rj1      = "spec.replicatedJobs[1]"
-		pod1     = rj1 + ".template.spec.template"
-		immut    = "field is immutable"
-		terminal = "Cannot mutate a JobSet in a terminal state"
+		rj0        = "spec.replicatedJobs[0]"
+		rj1        = "spec.replicatedJobs[1]"
+		pod1       = rj1 + ".template.spec.template"
+		immut      = "field is immutable"
+		valueImmut = "Value is immutable"
+		terminal   = "Cannot mutate a JobSet in a terminal state"
 	)
 	opportunistic := withStrategy(jobset.UpdateOpportunistic)
 	immediate := withStrategy(jobset.UpdateImmediate)
@@ -120,7 +121,7 @@ func TestValidateJobSetUpdateWithUpdateStrategy(t *testing.T) {
 			name: "Opportunistic: other spec fields stay immutable",
 			old:  opportunistic,
 			new:  func(js *jobset.JobSet) { js.Spec.Network.Subdomain = "svc"; newImage(js) },
-			want: []wantErr{{errInvalid, "spec.network", immut}},
+			want: []wantErr{{errInvalid, "spec.network", valueImmut}},
 		},
 		{
 			name: "Opportunistic: a claim no longer mounted",

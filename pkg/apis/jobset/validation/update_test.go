@@ -14,11 +14,12 @@ import (
 
 func TestValidateJobSetUpdate(t *testing.T) {
 	const (
-		rj0      = "spec.replicatedJobs[0]"
-		rj1      = "spec.replicatedJobs[1]"
-		pod1     = rj1 + ".template.spec.template"
-		immut    = "field is immutable"
-		terminal = "Cannot mutate a JobSet in a terminal state"
+		rj0        = "spec.replicatedJobs[0]"
+		rj1        = "spec.replicatedJobs[1]"
+		pod1       = rj1 + ".template.spec.template"
+		immut      = "field is immutable"
+		valueImmut = "Value is immutable"
+		terminal   = "Cannot mutate a JobSet in a terminal state"
 	)
 	suspend := func(js *jobset.JobSet) { js.Spec.Suspend = ptr.To(true) }
 	kueueEdit := func(js *jobset.JobSet) {
@@ -258,7 +259,7 @@ func TestValidateJobSetUpdate(t *testing.T) {
 				withFailurePolicy(js, jobset.FailurePolicyRule{Name: "a", Action: jobset.RestartJob})
 			},
 			new:  func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[1].Replicas = 2000 },
-			want: []wantErr{{errInvalid, rj1 + ".replicas", "no more than 1024"}},
+			want: []wantErr{{errInvalid, rj1 + ".replicas", "replicas > 1024"}},
 		},
 
 		// other mutable fields
@@ -329,22 +330,22 @@ func TestValidateJobSetUpdate(t *testing.T) {
 		{
 			name: "network",
 			new:  func(js *jobset.JobSet) { js.Spec.Network.Subdomain = "svc" },
-			want: []wantErr{{errInvalid, "spec.network", immut}},
+			want: []wantErr{{errInvalid, "spec.network", valueImmut}},
 		},
 		{
 			name: "successPolicy",
 			new:  func(js *jobset.JobSet) { js.Spec.SuccessPolicy.Operator = jobset.OperatorAny },
-			want: []wantErr{{errInvalid, "spec.successPolicy", immut}},
+			want: []wantErr{{errInvalid, "spec.successPolicy", valueImmut}},
 		},
 		{
 			name: "failurePolicy",
 			new:  func(js *jobset.JobSet) { withFailurePolicy(js) },
-			want: []wantErr{{errInvalid, "spec.failurePolicy", immut}},
+			want: []wantErr{{errInvalid, "spec.failurePolicy", valueImmut}},
 		},
 		{
 			name: "startupPolicy",
 			new:  func(js *jobset.JobSet) { js.Spec.StartupPolicy.StartupPolicyOrder = jobset.InOrder },
-			want: []wantErr{{errInvalid, "spec.startupPolicy", immut}},
+			want: []wantErr{{errInvalid, "spec.startupPolicy", valueImmut}},
 		},
 		{
 			name: "volumeClaimPolicies",
@@ -352,7 +353,7 @@ func TestValidateJobSetUpdate(t *testing.T) {
 			new: func(js *jobset.JobSet) {
 				js.Spec.VolumeClaimPolicies[0].RetentionPolicy.WhenDeleted = ptr.To(jobset.RetentionPolicyRetain)
 			},
-			want: []wantErr{{errInvalid, "spec.volumeClaimPolicies", immut}},
+			want: []wantErr{{errInvalid, "spec.volumeClaimPolicies", valueImmut}},
 		},
 		{
 			name: "managedBy",
@@ -364,7 +365,7 @@ func TestValidateJobSetUpdate(t *testing.T) {
 			new: func(js *jobset.JobSet) {
 				js.Spec.ReplicatedJobs[1].DependsOn = []jobset.DependsOn{{Name: "leader", Status: jobset.DependencyReady}}
 			},
-			want: []wantErr{{errInvalid, rj1 + ".dependsOn", immut}},
+			want: []wantErr{{errInvalid, rj1 + ".dependsOn", valueImmut}},
 		},
 		{
 			name: "groupName",

@@ -164,7 +164,7 @@ func TestValidateJobSet(t *testing.T) {
 		{
 			name:   "groupName too long",
 			mutate: func(js *jobset.JobSet) { js.Spec.ReplicatedJobs[1].GroupName = strings.Repeat("g", 64) },
-			want:   []wantErr{{errInvalid, rj1 + ".groupName", "no more than 63"}},
+			want:   []wantErr{{errInvalid, rj1 + ".groupName", "groupName is too long, must be less than 63 characters"}},
 		},
 		{
 			name:   "groupName missing",
@@ -210,7 +210,7 @@ func TestValidateJobSet(t *testing.T) {
 			mutate: func(js *jobset.JobSet) {
 				js.Spec.ReplicatedJobs[0].DependsOn = []jobset.DependsOn{{Name: "workers", Status: jobset.DependencyReady}}
 			},
-			want: []wantErr{{errForbidden, rj0 + ".dependsOn", "first replicatedJob"}},
+			want: []wantErr{{errForbidden, rj0 + ".dependsOn", "DependsOn can't be set for the first ReplicatedJob"}},
 		},
 		{
 			name: "dependsOn itself",
@@ -301,7 +301,7 @@ func TestValidateJobSet(t *testing.T) {
 		{
 			name:   "subdomain too long",
 			mutate: func(js *jobset.JobSet) { js.Spec.Network.Subdomain = strings.Repeat("s", 64) },
-			want:   []wantErr{{errInvalid, "spec.network.subdomain", "no more than 63"}},
+			want:   []wantErr{{errInvalid, "spec.network.subdomain", "subdomain is too long, must be less than 63 characters"}},
 		},
 		{
 			name:   "valid managedBy",
@@ -498,7 +498,7 @@ func TestValidateJobSet(t *testing.T) {
 				withFailurePolicy(js, jobset.FailurePolicyRule{Name: "a", Action: jobset.RestartJob})
 				js.Spec.ReplicatedJobs[1].Replicas = 1025
 			},
-			want: []wantErr{{errInvalid, rj1 + ".replicas", "no more than 1024"}},
+			want: []wantErr{{errInvalid, rj1 + ".replicas", "replicas > 1024"}},
 		},
 		{
 			name: "RestartJobAndIgnoreMaxRestarts with 1025 replicas",
