@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"github.com/nativejobset/jobset/pkg/admission/volumeclaims"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/embeddedetcd"
 	generatedopenapi "github.com/nativejobset/jobset/pkg/generated/openapi"
@@ -82,6 +83,9 @@ func NewOptions(out, errOut io.Writer) *Options {
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
 	o.Recommended.Etcd.DefaultStorageMediaType = defaultStorageMediaType
+	// Our own admission: existing claims of volumeClaimPolicies.
+	volumeclaims.Register(o.Recommended.Admission.Plugins)
+	o.Recommended.Admission.RecommendedPluginOrder = append(o.Recommended.Admission.RecommendedPluginOrder, volumeclaims.PluginName)
 	// Without a kubeconfig the server still runs, authenticating client
 	// certificates only and authorizing system:masters only.
 	o.Recommended.Authentication.RemoteKubeConfigFileOptional = true

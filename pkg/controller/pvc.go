@@ -5,17 +5,17 @@ import (
 	"errors"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/claims"
 )
 
 // claimName is the name of the claim made from a template: <claim>-<jobset>.
 func claimName(template, js string) string {
-	return template + "-" + js
+	return claims.Name(template, js)
 }
 
 func retained(p *jobset.VolumeClaimPolicy) bool {
@@ -52,7 +52,7 @@ func (c *Controller) ensureClaims(ctx context.Context, js *jobset.JobSet) error 
 			t := &p.Templates[j]
 			name := claimName(t.Name, js.Name)
 			if existing, err := c.pvcLister.PersistentVolumeClaims(js.Namespace).Get(name); err == nil {
-				if !claimSpecMatches(existing, t) {
+				if !claims.SpecMatches(existing, t) {
 					klog.FromContext(ctx).V(2).Info("Existing claim differs from its template; using it as it is", "claim", name)
 				}
 				continue
@@ -102,17 +102,4 @@ func injectClaimVolumes(js *jobset.JobSet, pod *corev1.PodSpec) {
 			defined[t.Name] = true
 		}
 	}
-}
-
-// claimSpecMatches compares the parts of a claim a template sets: access
-// modes, requested resources, storage class and volume mode.
-func claimSpecMatches(pvc *corev1.PersistentVolumeClaim, t *corev1.PersistentVolumeClaim) bool {
-	a, b := pvc.Spec, t.Spec
-	if !apiequality.Semantic.DeepEqual(a.AccessModes, b.AccessModes) || !apiequality.Semantic.DeepEqual(a.Resources.Requests, b.Resources.Requests) {
-		return false
-	}
-	if b.StorageClassName != nil && (a.StorageClassName == nil || *a.StorageClassName != *b.StorageClassName) {
-		return false
-	}
-	return b.VolumeMode == nil || (a.VolumeMode != nil && *a.VolumeMode == *b.VolumeMode)
 }

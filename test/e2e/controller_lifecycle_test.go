@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,9 +268,26 @@ func TestVolumeClaimPolicies(t *testing.T) {
 		t.Fatalf("retained claim data-claims after the JobSet's deletion: err %v, %+v", err, pvc)
 	}
 
+	// A new JobSet of the same name whose template differs from the
+	// retained claim, or that would delete it, is refused, as upstream's
+	// webhook refuses it.
+	js.ResourceVersion = ""
+	bigger := js.DeepCopy()
+	bigger.Spec.VolumeClaimPolicies[0].Templates[0].Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	deleting := js.DeepCopy()
+	deleting.Spec.VolumeClaimPolicies[0].RetentionPolicy.WhenDeleted = ptr.To(v1alpha2.RetentionPolicyDelete)
+	for what, bad := range map[string]*v1alpha2.JobSet{
+		"spec.volumeClaimPolicies[0].templates[0].spec: Invalid value: \"object\": spec does not match existing PVC data-claims":             bigger,
+		"spec.volumeClaimPolicies[0].retentionPolicy.whenDeleted: Invalid value: \"Delete\": retentionPolicy must be retain when PVC exists": deleting,
+	} {
+		_, err := cluster.jobsets.JobsetV1alpha2().JobSets(ns).Create(ctx, bad, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), what) {
+			t.Errorf("create refused with %v, want 422 %s", err, what)
+		}
+	}
+
 	// A new JobSet of the same name adopts the retained claim as it is and
 	// gets a new claim of its own for the deleted one.
-	js.ResourceVersion = ""
 	again := createJobSet(t, js)
 	waitJobs(t, ns, "claims", 2, "0")
 	eventually(t, 2*time.Minute, "a new scratch-claims owned by the new JobSet", func(ctx context.Context) (bool, error) {
