@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/podresources"
 )
 
 // A template revision is the set of replicatedJob templates a restart
@@ -370,6 +371,8 @@ func (r *revisions) onlyResumeEdits() bool {
 		pod, curPod := &t.Spec.Template, &cur.Template.Spec.Template
 		pod.Labels, pod.Annotations = curPod.Labels, curPod.Annotations
 		pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Spec.SchedulingGates = curPod.Spec.NodeSelector, curPod.Spec.Tolerations, curPod.Spec.SchedulingGates
+		podresources.Copy(pod.Spec.InitContainers, curPod.Spec.InitContainers)
+		podresources.Copy(pod.Spec.Containers, curPod.Spec.Containers)
 		if !apiequality.Semantic.DeepEqual(*t, cur.Template) {
 			return false
 		}

@@ -10,7 +10,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -523,4 +528,62 @@ func TestImmediateUpdateDuringARestartDoesNotRestartAgain(t *testing.T) {
 		t.Fatalf("status = %+v", got.Status)
 	}
 	fx.wantJobsFrom(got.Status.CurrentRevision, "busybox:2")
+}
+
+// KEP-1150: container resources edited while suspended reach the Jobs on
+// resume, without a restart; a refusal of the Job update is a
+// FailedResourcePropagation warning, and the Job stays suspended.
+func TestResumeCarriesResources(t *testing.T) {
+	resize := func(js *jobset.JobSet) {
+		c := &js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	}
+	for _, refused := range []bool{false, true} {
+		fx := newFixture(t, newJobSet("js"))
+		fx.sync("js")
+		fx.updateJobSet("js", func(js *jobset.JobSet) { js.Spec.Suspend = ptr.To(true) })
+		fx.sync("js")
+		uid := fx.job("js-workers-0").UID
+		if refused {
+			fx.kube.PrependReactor("update", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				j := a.(k8stesting.UpdateAction).GetObject().(*batchv1.Job)
+				if len(j.Spec.Template.Spec.Containers[0].Resources.Requests) > 0 {
+					return true, nil, apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), j.Name,
+						field.ErrorList{field.Forbidden(field.NewPath("spec", "template"), "field is immutable")})
+				}
+				return false, nil, nil
+			})
+		}
+		fx.updateJobSet("js", func(js *jobset.JobSet) {
+			js.Spec.Suspend = ptr.To(false)
+			resize(js)
+		})
+		fx.refresh()
+		_, err := fx.c.sync(fx.ctx, ns+"/js")
+		if refused != (err != nil) {
+			t.Fatalf("refused=%v: sync error %v", refused, err)
+		}
+		got := fx.jobSet("js")
+		if got.Status.Restarts != 0 || got.Status.CurrentRevision != got.Status.UpdateRevision {
+			t.Fatalf("refused=%v: a resume with new resources restarted the JobSet or left the update pending: %+v", refused, got.Status)
+		}
+		j := fx.job("js-workers-0")
+		cpu := j.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		if refused {
+			if !ptr.Deref(j.Spec.Suspend, false) {
+				t.Errorf("refused: Job resumed without its new resources")
+			}
+			found := false
+			for _, e := range fx.events() {
+				found = found || strings.Contains(e, "FailedResourcePropagation")
+			}
+			if !found {
+				t.Errorf("refused: no FailedResourcePropagation event")
+			}
+			continue
+		}
+		if j.UID != uid || ptr.Deref(j.Spec.Suspend, true) || cpu.String() != "3" {
+			t.Fatalf("Job recreated, still suspended, or without the new request: uid changed %v, suspend %v, cpu %s", j.UID != uid, j.Spec.Suspend, cpu.String())
+		}
+	}
 }

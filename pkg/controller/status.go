@@ -66,6 +66,9 @@ const (
 	reasonJobCreationFailed     = "JobCreationFailed"
 	reasonServiceCreationFailed = "HeadlessServiceCreationFailed"
 	reasonPVCCreationFailed     = "PVCCreationFailed"
+	// Upstream's KEP-1150 reason: a resume could not carry the template's
+	// new container resources into a Job.
+	reasonFailedResourcePropagation = "FailedResourcePropagation"
 )
 
 // withFirstFailedJob appends the first failed Job to a message as upstream

@@ -3,16 +3,19 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/podresources"
 )
 
 // hasRun reports whether the JobSet ever ran: it has Jobs, restarted, was
@@ -100,17 +103,28 @@ func (c *Controller) resumeJob(ctx context.Context, js *jobset.JobSet, rj *jobse
 			return err
 		}
 	}
-	applyResumeEdits(js, rj, job)
+	resized := applyResumeEdits(js, rj, job)
 	_, err = jobs.Update(ctx, job, metav1.UpdateOptions{})
+	if err != nil && resized && apierrors.IsInvalid(err) {
+		// The Job stays suspended; the sync retries with backoff.
+		c.warn(js, reasonFailedResourcePropagation, fmt.Errorf("Job %s: the new container resources could not be applied: %w", job.Name, err))
+	}
 	return err
 }
 
 // applyResumeEdits merges the replicatedJob template's labels, annotations,
-// nodeSelector, tolerations and schedulingGates into a suspended Job,
-// stamps the execution attempt and unsuspends it.
-func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.Job) {
+// nodeSelector, tolerations and schedulingGates into a suspended Job, sets
+// its containers' resource requests and limits to the template's, stamps
+// the execution attempt and unsuspends it. It reports whether the
+// resources changed.
+func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.Job) (resized bool) {
 	tmpl := &rj.Template.Spec.Template
 	pod := &job.Spec.Template
+	before := pod.Spec.DeepCopy()
+	podresources.Copy(pod.Spec.InitContainers, tmpl.Spec.InitContainers)
+	podresources.Copy(pod.Spec.Containers, tmpl.Spec.Containers)
+	resized = !apiequality.Semantic.DeepEqual(before.InitContainers, pod.Spec.InitContainers) ||
+		!apiequality.Semantic.DeepEqual(before.Containers, pod.Spec.Containers)
 	pod.Labels = mergeInto(pod.Labels, tmpl.Labels)
 	pod.Annotations = mergeInto(pod.Annotations, tmpl.Annotations)
 	if len(tmpl.Spec.NodeSelector) > 0 {
@@ -135,6 +149,7 @@ func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.
 	job.Annotations = mergeInto(job.Annotations, stamp)
 	pod.Annotations = mergeInto(pod.Annotations, stamp)
 	job.Spec.Suspend = ptr.To(false)
+	return resized
 }
 
 func containsToleration(list []corev1.Toleration, t corev1.Toleration) bool {

@@ -21,7 +21,8 @@ import (
 )
 
 // TestSuspendEditResume is Kueue's admission cycle on a JobSet that already
-// ran: suspend, change the pod template's scheduling fields, resume.
+// ran: suspend, change the pod template's scheduling fields and its
+// container's resources (KEP-1150), resume.
 func TestSuspendEditResume(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
@@ -36,7 +37,8 @@ func TestSuspendEditResume(t *testing.T) {
 	edit := `{"spec":{"replicatedJobs":[{"name":"workers","template":{"spec":{"template":{
 		"metadata":{"labels":{"kueue.x-k8s.io/flavor":"big"},"annotations":{"kueue.x-k8s.io/admitted-by":"cq"}},
 		"spec":{"nodeSelector":{"kubernetes.io/os":"linux"},
-		        "tolerations":[{"key":"dedicated","operator":"Equal","value":"jobs","effect":"NoSchedule"}]}}}}}]}}`
+		        "tolerations":[{"key":"dedicated","operator":"Equal","value":"jobs","effect":"NoSchedule"}],
+		        "containers":[{"name":"main","resources":{"requests":{"cpu":"250m"}}}]}}}}}]}}`
 	kubectl(t, "patch", "jobset", "admit", "-n", ns, "--type=strategic", "-p", edit)
 	kubectl(t, "patch", "jobset", "admit", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 
@@ -62,6 +64,9 @@ func TestSuspendEditResume(t *testing.T) {
 		if tmpl.Spec.NodeSelector["kubernetes.io/os"] != "linux" {
 			t.Errorf("Job %s nodeSelector = %v", j.Name, tmpl.Spec.NodeSelector)
 		}
+		if cpu := tmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; cpu.String() != "250m" {
+			t.Errorf("Job %s container cpu request = %s, want the new 250m", j.Name, cpu.String())
+		}
 		found := false
 		for _, tol := range tmpl.Spec.Tolerations {
 			found = found || (tol.Key == "dedicated" && tol.Value == "jobs" && tol.Effect == corev1.TaintEffectNoSchedule)
@@ -80,15 +85,16 @@ func TestSuspendEditResume(t *testing.T) {
 		}
 	}
 	// The new pods carry the edits and run.
-	eventually(t, time.Minute, "running pods with the new label", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "running pods with the new label and cpu request", func(ctx context.Context) (bool, error) {
 		pods, err := podsOf(ctx, ns, "admit")
 		if err != nil {
 			return false, nil
 		}
 		n := 0
 		for _, p := range pods {
+			cpu := p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
 			if p.Labels["kueue.x-k8s.io/flavor"] == "big" && p.Status.Phase == corev1.PodRunning &&
-				p.Annotations[v1alpha2.ExecutionAttemptKey] == "1" {
+				p.Annotations[v1alpha2.ExecutionAttemptKey] == "1" && cpu.String() == "250m" {
 				n++
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
+	"github.com/nativejobset/jobset/pkg/podresources"
 )
 
 // validateSpecUpdate checks which parts of the spec an update changed.
@@ -67,7 +68,9 @@ type templateMutability struct {
 	// suspended: the JobSet is suspended before or after the update. The
 	// pod template's scheduling directives (labels, annotations,
 	// nodeSelector, tolerations, schedulingGates) may change, as Kueue
-	// requires when it admits or evicts a workload.
+	// requires when it admits or evicts a workload, and so may the
+	// containers' resource requests and limits (upstream's KEP-1150, with
+	// which Kueue right-sizes a workload).
 	suspended bool
 	// elastic: the template is Indexed before and after the update, so
 	// parallelism and completions may change (Elastic Indexed Jobs).
@@ -90,6 +93,8 @@ func (m templateMutability) mask(newT, oldT *batchv1.JobTemplateSpec) *batchv1.J
 		pod.Spec.NodeSelector = oldPod.Spec.NodeSelector
 		pod.Spec.Tolerations = oldPod.Spec.Tolerations
 		pod.Spec.SchedulingGates = oldPod.Spec.SchedulingGates
+		podresources.Copy(pod.Spec.InitContainers, oldPod.Spec.InitContainers)
+		podresources.Copy(pod.Spec.Containers, oldPod.Spec.Containers)
 	}
 	if m.elastic {
 		out.Spec.Parallelism = oldT.Spec.Parallelism

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -107,6 +108,32 @@ func TestValidateJobSetUpdate(t *testing.T) {
 				{errInvalid, pod1 + ".metadata.labels", immut},
 				{errInvalid, pod1 + ".spec.tolerations", immut},
 			},
+		},
+		{
+			name: "container resources change while suspended (KEP-1150)",
+			old:  suspend,
+			new: func(js *jobset.JobSet) {
+				c := &js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
+				c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+			},
+		},
+		{
+			name: "container resources change while running",
+			new: func(js *jobset.JobSet) {
+				c := &js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
+				c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+			},
+			want: []wantErr{{errInvalid, pod1 + ".spec.containers", immut}},
+		},
+		{
+			name: "container resource claims change while suspended",
+			old:  suspend,
+			new: func(js *jobset.JobSet) {
+				c := &js.Spec.ReplicatedJobs[1].Template.Spec.Template.Spec.Containers[0]
+				c.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+			},
+			want: []wantErr{{errInvalid, pod1 + ".spec.containers", immut}},
 		},
 		{
 			name: "container change while suspended",
