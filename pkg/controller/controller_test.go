@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestRunWithInformers(t *testing.T) {
 	}
 	waitFor("restart", func() bool { return jobsWithAttempt("1") == 3 && jobsWithAttempt("0") == 0 })
 	got, _ := jsc.JobsetV1alpha2().JobSets(ns).Get(ctx, "js", metav1.GetOptions{})
-	if got.Status.Restarts != 1 || got.Status.ExecutionAttempts != 1 {
+	if got.Status.Restarts != 1 || ptr.Deref(got.Status.ExecutionAttempts, 0) != 1 {
 		t.Fatalf("status = %+v", got.Status)
 	}
 	// The cached Jobs are trimmed.

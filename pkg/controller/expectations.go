@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"k8s.io/utils/ptr"
 	"sync"
 	"time"
 
@@ -116,7 +117,7 @@ type statusFloor struct {
 }
 
 func floorOf(st *jobset.JobSetStatus) statusFloor {
-	f := statusFloor{restarts: int64(st.Restarts), executionAttempts: int64(st.ExecutionAttempts)}
+	f := statusFloor{restarts: int64(st.Restarts), executionAttempts: int64(ptr.Deref(st.ExecutionAttempts, 0))}
 	for _, r := range st.ReplicatedJobsStatus {
 		for _, n := range r.JobRestarts {
 			f.jobRestarts += int64(n)

@@ -333,8 +333,10 @@ func (c *Controller) syncInPlaceRestart(s *syncState, cachedRestarts int32, now 
 	default:
 		if d.previous != nil {
 			js.Status.PreviousInPlaceRestartAttempt = d.previous
-			// A new in-place restart begins: one execution attempt.
-			s.newExecutionAttempt(RestartReasonFailure)
+			// A new in-place restart begins. It is not an execution
+			// attempt (as upstream counts them): the pods and their
+			// execution-attempt annotation stay; the in-place attempt
+			// fields count it.
 			s.eventf(corev1.EventTypeWarning, reasonInPlaceRestart, "restarting every pod in place (attempt %d)", *d.previous+1)
 			s.record(func(m Metrics) { m.Restarted(js, RestartReasonFailure) })
 		}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"k8s.io/utils/ptr"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ func (c *Controller) observeJobCreation(key string, js *jobset.JobSet, jobs *chi
 // firstAttempt reports whether the JobSet runs its first execution
 // attempt: no restart of the set or of any Job, no resume.
 func firstAttempt(js *jobset.JobSet) bool {
-	if js.Status.Restarts > 0 || js.Status.ExecutionAttempts > 0 {
+	if js.Status.Restarts > 0 || ptr.Deref(js.Status.ExecutionAttempts, 0) > 0 {
 		return false
 	}
 	for _, s := range js.Status.ReplicatedJobsStatus {

@@ -29,7 +29,7 @@ func migratedJobSet(t *testing.T, annotate bool) (*jobset.JobSet, []runtime.Obje
 	js.Status = jobset.JobSetStatus{
 		Restarts:                1,
 		RestartsCountTowardsMax: 1,
-		ExecutionAttempts:       1,
+		ExecutionAttempts:       ptr.To[int32](1),
 		ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{
 			{Name: "leader", Ready: 1, Active: 1},
 			{Name: "workers", Ready: 2, Active: 2},
@@ -98,7 +98,7 @@ func TestMigratedJobsAdopted(t *testing.T) {
 		t.Fatalf("Jobs changed: %v, want %v", got, before)
 	}
 	st := fx.jobSet("mig").Status
-	if st.Restarts != 1 || st.RestartsCountTowardsMax != 1 || st.ExecutionAttempts != 1 {
+	if st.Restarts != 1 || st.RestartsCountTowardsMax != 1 || ptr.Deref(st.ExecutionAttempts, 0) != 1 {
 		t.Fatalf("counters changed: %+v", st)
 	}
 	if st.CurrentRevision == "" || st.CurrentRevision != st.UpdateRevision {
@@ -111,7 +111,7 @@ func TestMigratedJobsAdopted(t *testing.T) {
 	// A later failure restarts the JobSet through this controller.
 	fx.setJob("mig-workers-1", failJob("BackoffLimitExceeded", "x", t0))
 	fx.sync("mig")
-	if st := fx.jobSet("mig").Status; st.Restarts != 2 || st.ExecutionAttempts != 2 {
+	if st := fx.jobSet("mig").Status; st.Restarts != 2 || ptr.Deref(st.ExecutionAttempts, 0) != 2 {
 		t.Fatalf("after a failure: %+v", st)
 	}
 	if names := fx.jobNames(); len(names) != 0 {
@@ -141,7 +141,7 @@ func TestMigratedSuspendedJobSetStaysSuspended(t *testing.T) {
 	if got := jobUIDs(fx); !reflect.DeepEqual(got, before) {
 		t.Fatalf("Jobs changed: %v", got)
 	}
-	if st := fx.jobSet("mig").Status; st.Restarts != 1 || st.ExecutionAttempts != 1 {
+	if st := fx.jobSet("mig").Status; st.Restarts != 1 || ptr.Deref(st.ExecutionAttempts, 0) != 1 {
 		t.Fatalf("counters changed: %+v", st)
 	}
 }

@@ -170,13 +170,13 @@ func TestFailurePolicyActions(t *testing.T) {
 		{
 			name:   "RestartJobSet under maxRestarts",
 			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "again", Action: jobset.RestartJobSet}}},
-			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 3},
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: ptr.To[int32](3)},
 			want:   want{restarts: 2, countTowards: 2, execAttempts: 4, restarting: "FailurePolicy_again"},
 		},
 		{
 			name:   "RestartJobSet at maxRestarts fails",
 			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "again", Action: jobset.RestartJobSet}}},
-			status: jobset.JobSetStatus{Restarts: 3, RestartsCountTowardsMax: 2, ExecutionAttempts: 3},
+			status: jobset.JobSetStatus{Restarts: 3, RestartsCountTowardsMax: 2, ExecutionAttempts: ptr.To[int32](3)},
 			want: want{failedReason: "ReachedMaxRestarts", failedMessage: "jobset failed due to reaching max number of restarts (first failed job: js-workers-1)",
 				restarts: 3, countTowards: 2, execAttempts: 3},
 		},
@@ -188,7 +188,7 @@ func TestFailurePolicyActions(t *testing.T) {
 		{
 			name:   "RestartJobSetAndIgnoreMaxRestarts at maxRestarts still restarts",
 			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "ign", Action: jobset.RestartJobSetAndIgnoreMaxRestarts}}},
-			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 1},
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: ptr.To[int32](1)},
 			want: want{restarts: 2, countTowards: 1, execAttempts: 2, restarting: "FailurePolicy_ign",
 				event: "Warning RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction applying RestartJobSetAndIgnoreMaxRestarts failure policy action (first failed job: js-workers-1)"},
 		},
@@ -218,13 +218,13 @@ func TestFailurePolicyActions(t *testing.T) {
 		{
 			name:   "RestartJob: whole-JobSet restarts count in the same budget",
 			policy: &jobset.FailurePolicy{MaxRestarts: 1, Rules: []jobset.FailurePolicyRule{{Name: "one", Action: jobset.RestartJob}}},
-			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 1},
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: ptr.To[int32](1)},
 			want:   want{failedReason: "ReachedMaxRestarts", restarts: 1, countTowards: 1, execAttempts: 1},
 		},
 		{
 			name:   "RestartJobSet: per-Job restarts count in the same budget",
 			policy: &jobset.FailurePolicy{MaxRestarts: 2, Rules: []jobset.FailurePolicyRule{{Name: "again", Action: jobset.RestartJobSet}}},
-			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: 1,
+			status: jobset.JobSetStatus{Restarts: 1, RestartsCountTowardsMax: 1, ExecutionAttempts: ptr.To[int32](1),
 				ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{{Name: "workers", JobRestarts: []int32{1, 0}, JobRestartsCountTowardsMax: []int32{1, 0}}}},
 			want: want{failedReason: "ReachedMaxRestarts", restarts: 1, countTowards: 1, execAttempts: 1, jobRestarts: []int32{1, 0}, jobRestartsMax: []int32{1, 0}},
 		},
@@ -266,9 +266,9 @@ func TestFailurePolicyActions(t *testing.T) {
 			} else if c := cond(got, "Failed"); c != nil {
 				t.Errorf("unexpected Failed condition %+v", c)
 			}
-			if got.Status.Restarts != tc.want.restarts || got.Status.RestartsCountTowardsMax != tc.want.countTowards || got.Status.ExecutionAttempts != tc.want.execAttempts {
+			if got.Status.Restarts != tc.want.restarts || got.Status.RestartsCountTowardsMax != tc.want.countTowards || ptr.Deref(got.Status.ExecutionAttempts, 0) != tc.want.execAttempts {
 				t.Errorf("restarts/countTowardsMax/executionAttempts = %d/%d/%d, want %d/%d/%d",
-					got.Status.Restarts, got.Status.RestartsCountTowardsMax, got.Status.ExecutionAttempts,
+					got.Status.Restarts, got.Status.RestartsCountTowardsMax, ptr.Deref(got.Status.ExecutionAttempts, 0),
 					tc.want.restarts, tc.want.countTowards, tc.want.execAttempts)
 			}
 			w := rjStatus(&got.Status, "workers")

@@ -277,7 +277,7 @@ func TestImmediateUpdateRestartsWithoutCounting(t *testing.T) {
 	if newRev == oldRev || got.Status.CurrentRevision != newRev {
 		t.Fatalf("revisions = %q/%q", got.Status.CurrentRevision, newRev)
 	}
-	if got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 0 || got.Status.ExecutionAttempts != 1 || finished(got) {
+	if got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 0 || ptr.Deref(got.Status.ExecutionAttempts, 0) != 1 || finished(got) {
 		t.Fatalf("status = %+v", got.Status)
 	}
 	wantCond(t, got, conditionRestartingJobSet, metav1.ConditionTrue, reasonUpdateRestarting,
@@ -346,7 +346,7 @@ func TestResumeAdoptsPendingUpdate(t *testing.T) {
 	fx.updateJobSet("js", func(js *jobset.JobSet) { js.Spec.Suspend = ptr.To(false) })
 	fx.sync("js") // resume: restart with the new templates
 	got = fx.jobSet("js")
-	if got.Status.CurrentRevision != newRev || got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 0 || got.Status.ExecutionAttempts != 1 {
+	if got.Status.CurrentRevision != newRev || got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 0 || ptr.Deref(got.Status.ExecutionAttempts, 0) != 1 {
 		t.Fatalf("after resume: %+v", got.Status)
 	}
 	wantCond(t, got, "Suspended", metav1.ConditionFalse, "ResumeJobs", "")

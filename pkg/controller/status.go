@@ -105,7 +105,7 @@ func (s *syncState) record(fn func(Metrics)) {
 // the RestartReason constants) and counts it once the status write
 // succeeded.
 func (s *syncState) newExecutionAttempt(reason string) {
-	s.js.Status.ExecutionAttempts++
+	s.js.Status.ExecutionAttempts = ptr.To(ptr.Deref(s.js.Status.ExecutionAttempts, 0) + 1)
 	js := s.js
 	s.record(func(m Metrics) { m.ExecutionAttemptStarted(js, reason) })
 }

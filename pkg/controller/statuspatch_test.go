@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"k8s.io/utils/ptr"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,7 @@ func TestStatusPatchCarriesChangesAndPreconditions(t *testing.T) {
 	cached.Status.Restarts = 2
 	updated := cached.DeepCopy()
 	updated.Status.TerminalState = ""
-	updated.Status.ExecutionAttempts = 3
+	updated.Status.ExecutionAttempts = ptr.To[int32](3)
 
 	raw, err := statusPatch(cached, updated)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 // suspended that never ran gets no children until its first resume, and
 // that first resume does not count as a new execution attempt.
 func hasRun(js *jobset.JobSet, jobs *childJobs) bool {
-	if len(jobs.byName) > 0 || js.Status.Restarts > 0 || js.Status.ExecutionAttempts > 0 {
+	if len(jobs.byName) > 0 || js.Status.Restarts > 0 || ptr.Deref(js.Status.ExecutionAttempts, 0) > 0 {
 		return true
 	}
 	c := findCondition(js.Status.Conditions, string(jobset.JobSetSuspended))
@@ -140,7 +140,7 @@ func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.
 			pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, g)
 		}
 	}
-	stamp := map[string]string{jobset.ExecutionAttemptKey: strconv.Itoa(int(js.Status.ExecutionAttempts))}
+	stamp := map[string]string{jobset.ExecutionAttemptKey: strconv.Itoa(int(ptr.Deref(js.Status.ExecutionAttempts, 0)))}
 	if rev := js.Status.CurrentRevision; rev != "" {
 		// The resume adopted this revision; its only differences from the
 		// Job's are the scheduling fields merged above.

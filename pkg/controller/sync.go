@@ -144,6 +144,10 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 			return 0, nil
 		}
 	}
+	if !suspended && js.Status.ExecutionAttempts == nil {
+		// The first run: executionAttempts is 0 during it (KEP-1282).
+		js.Status.ExecutionAttempts = ptr.To[int32](0)
+	}
 	if !suspended && s.startImmediateUpdate(jobs, now) {
 		return 0, nil
 	}
@@ -254,7 +258,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 			want = append(want, constructJob(js, layout, rj, idx, jobParams{
 				restarts:         js.Status.Restarts,
 				jobRestarts:      jobRestartsFor(&js.Status, rj.Name, int32(idx)),
-				executionAttempt: js.Status.ExecutionAttempts,
+				executionAttempt: ptr.Deref(js.Status.ExecutionAttempts, 0),
 				templateRevision: js.Status.CurrentRevision,
 				suspend:          suspended,
 				priority:         c.priorityOf(ctx, rj),

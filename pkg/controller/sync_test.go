@@ -179,7 +179,7 @@ func TestRestartRecreate(t *testing.T) {
 				return true, nil, fx.kube.Tracker().Update(batchv1.SchemeGroupVersion.WithResource("jobs"), j, ns)
 			})
 			fx.sync("js") // decide the restart and delete the old attempt
-			if got := fx.jobSet("js").Status; got.Restarts != 1 || got.ExecutionAttempts != 1 {
+			if got := fx.jobSet("js").Status; got.Restarts != 1 || ptr.Deref(got.ExecutionAttempts, 0) != 1 {
 				t.Fatalf("status = %+v", got)
 			}
 			if !reflect.DeepEqual(fx.jobNames(), []string{"js-leader-0"}) {
@@ -247,7 +247,7 @@ func TestRestartJobRecreatesOneJob(t *testing.T) {
 	if fx.job("js-workers-0").UID != uid0 || len(fx.jobs()) != 3 {
 		t.Fatalf("other jobs touched")
 	}
-	if got := fx.jobSet("js").Status; got.Restarts != 0 || got.ExecutionAttempts != 0 {
+	if got := fx.jobSet("js").Status; got.Restarts != 0 || ptr.Deref(got.ExecutionAttempts, 0) != 0 {
 		t.Fatalf("status = %+v", got)
 	}
 }
@@ -296,14 +296,17 @@ func TestSuspendResumeExecutionAttempts(t *testing.T) {
 		t.Fatalf("service created for a never-run suspended JobSet")
 	}
 	wantCond(t, fx.jobSet("js"), "Suspended", metav1.ConditionTrue, "SuspendedJobs", "jobset is suspended")
+	if a := fx.jobSet("js").Status.ExecutionAttempts; a != nil {
+		t.Fatalf("executionAttempts %d before the first run, want absent (KEP-1282)", *a)
+	}
 
-	// First resume: Jobs created, execution attempt 0.
+	// First resume: Jobs created, execution attempt 0, shown as 0.
 	fx.updateJobSet("js", func(js *jobset.JobSet) { js.Spec.Suspend = ptr.To(false) })
 	fx.sync("js")
 	got := fx.jobSet("js")
 	wantCond(t, got, "Suspended", metav1.ConditionFalse, "ResumeJobs", "jobset is resumed")
-	if got.Status.ExecutionAttempts != 0 || len(fx.jobs()) != 3 {
-		t.Fatalf("first resume: attempts %d, jobs %v", got.Status.ExecutionAttempts, fx.jobNames())
+	if got.Status.ExecutionAttempts == nil || *got.Status.ExecutionAttempts != 0 || len(fx.jobs()) != 3 {
+		t.Fatalf("first resume: attempts %v, jobs %v; want 0 (not absent) and 3 Jobs", got.Status.ExecutionAttempts, fx.jobNames())
 	}
 	for _, j := range fx.jobs() {
 		if ptr.Deref(j.Spec.Suspend, true) || j.Annotations[jobset.ExecutionAttemptKey] != "0" || j.Labels[jobset.RestartsKey] != "0" {
@@ -322,7 +325,7 @@ func TestSuspendResumeExecutionAttempts(t *testing.T) {
 	}
 	wantCond(t, fx.jobSet("js"), "Suspended", metav1.ConditionTrue, "SuspendedJobs", "")
 	fx.sync("js") // idempotent while suspended
-	if fx.jobSet("js").Status.ExecutionAttempts != 0 {
+	if ptr.Deref(fx.jobSet("js").Status.ExecutionAttempts, 0) != 0 {
 		t.Fatalf("attempts changed while suspended")
 	}
 
@@ -340,8 +343,8 @@ func TestSuspendResumeExecutionAttempts(t *testing.T) {
 	})
 	fx.sync("js")
 	got = fx.jobSet("js")
-	if got.Status.ExecutionAttempts != 1 || got.Status.Restarts != 0 {
-		t.Fatalf("after resume: attempts %d restarts %d", got.Status.ExecutionAttempts, got.Status.Restarts)
+	if ptr.Deref(got.Status.ExecutionAttempts, 0) != 1 || got.Status.Restarts != 0 {
+		t.Fatalf("after resume: attempts %d restarts %d", ptr.Deref(got.Status.ExecutionAttempts, 0), got.Status.Restarts)
 	}
 	wantCond(t, got, "Suspended", metav1.ConditionFalse, "ResumeJobs", "")
 	for _, j := range fx.jobs() {
@@ -363,7 +366,7 @@ func TestSuspendResumeExecutionAttempts(t *testing.T) {
 	}
 	// The resume is counted once.
 	fx.sync("js")
-	if fx.jobSet("js").Status.ExecutionAttempts != 1 {
+	if ptr.Deref(fx.jobSet("js").Status.ExecutionAttempts, 0) != 1 {
 		t.Fatalf("attempts counted twice")
 	}
 

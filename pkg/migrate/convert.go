@@ -3,6 +3,7 @@ package migrate
 import (
 	"encoding/json"
 	"fmt"
+	"k8s.io/utils/ptr"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,7 +47,9 @@ func convert(u *unstructured.Unstructured) (*v1alpha2.JobSet, field.ErrorList) {
 	// What was derived from the old API server does not carry over.
 	meta := js.ObjectMeta
 	js.ObjectMeta = metaToCopy(&meta)
-	js.Status.ExecutionAttempts = max(js.Status.ExecutionAttempts, js.Status.Restarts)
+	if n := max(ptr.Deref(js.Status.ExecutionAttempts, 0), js.Status.Restarts); n > 0 || js.Status.ExecutionAttempts != nil {
+		js.Status.ExecutionAttempts = ptr.To(n)
+	}
 
 	in := &internal.JobSet{}
 	if err := scheme.Convert(js, in, nil); err != nil {

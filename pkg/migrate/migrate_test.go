@@ -189,7 +189,7 @@ func (e *env) checkMigrated(name string, restarts int32) {
 		e.t.Errorf("%s not defaulted: %+v", name, js.Spec.SuccessPolicy)
 	}
 	st := js.Status
-	if st.Restarts != restarts || st.ExecutionAttempts != restarts || len(st.ReplicatedJobsStatus) != 1 || st.ReplicatedJobsStatus[0].Ready != 2 {
+	if st.Restarts != restarts || ptr.Deref(st.ExecutionAttempts, 0) != restarts || len(st.ReplicatedJobsStatus) != 1 || st.ReplicatedJobsStatus[0].Ready != 2 {
 		e.t.Errorf("%s status = %+v", name, st)
 	}
 	for _, jn := range []string{name + "-workers-0", name + "-workers-1"} {

@@ -55,8 +55,8 @@ func TestFailurePolicyRestartJobSetAndIgnoreMaxRestarts(t *testing.T) {
 		if got.Status.RestartsCountTowardsMax != 0 {
 			t.Errorf("restartsCountTowardsMax = %d, want 0", got.Status.RestartsCountTowardsMax)
 		}
-		if got.Status.ExecutionAttempts != int32(next) {
-			t.Errorf("executionAttempts = %d, want %d", got.Status.ExecutionAttempts, next)
+		if ptr.Deref(got.Status.ExecutionAttempts, 0) != int32(next) {
+			t.Errorf("executionAttempts = %d, want %d", ptr.Deref(got.Status.ExecutionAttempts, 0), next)
 		}
 		if r := conditionReason(got, v1alpha2.JobSetFailed); r != "" {
 			t.Fatalf("JobSet failed (%s) although maxRestarts is ignored", r)
@@ -424,8 +424,8 @@ func TestSuspendDuringRestart(t *testing.T) {
 			t.Errorf("Job %s still suspended", j.Name)
 		}
 	}
-	if got.Status.Restarts != 1 || got.Status.ExecutionAttempts != 2 {
-		t.Errorf("restarts %d execution attempts %d, want 1 and 2", got.Status.Restarts, got.Status.ExecutionAttempts)
+	if got.Status.Restarts != 1 || ptr.Deref(got.Status.ExecutionAttempts, 0) != 2 {
+		t.Errorf("restarts %d execution attempts %d, want 1 and 2", got.Status.Restarts, ptr.Deref(got.Status.ExecutionAttempts, 0))
 	}
 	for key, n := range w.added {
 		if n > 1 || strings.Contains(key, "@2") {

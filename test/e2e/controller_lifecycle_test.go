@@ -30,6 +30,10 @@ func TestSuspendEditResume(t *testing.T) {
 	waitStatus(t, ns, "admit", "workers ready", time.Minute, func(js *v1alpha2.JobSet) bool {
 		return rjStatus(js, "workers").Ready == 2
 	})
+	// KEP-1282 on the wire: 0 during the first run, not an absent field.
+	if out := kubectl(t, "get", "jobset", "admit", "-n", ns, "-o", "jsonpath={.status.executionAttempts}"); strings.TrimSpace(out) != "0" {
+		t.Errorf("status.executionAttempts of a running JobSet = %q, want 0", out)
+	}
 
 	suspendAndWait(t, ns, "admit", 2)
 	waitCondition(t, ns, "admit", v1alpha2.JobSetSuspended, time.Minute)
@@ -101,7 +105,7 @@ func TestSuspendEditResume(t *testing.T) {
 		return n == 2, nil
 	})
 	got := waitStatus(t, ns, "admit", "resumed", time.Minute, func(js *v1alpha2.JobSet) bool {
-		return conditionReason(js, v1alpha2.JobSetSuspended) == "" && js.Status.ExecutionAttempts == 1
+		return conditionReason(js, v1alpha2.JobSetSuspended) == "" && ptr.Deref(js.Status.ExecutionAttempts, 0) == 1
 	})
 	if got.Status.Restarts != 0 {
 		t.Errorf("restarts = %d, want 0", got.Status.Restarts)
@@ -513,7 +517,7 @@ func TestExecutionAttemptsAcrossRestartAndResume(t *testing.T) {
 		return true, nil
 	})
 	got := waitStatus(t, ns, "attempts", "execution attempts 2", time.Minute, func(js *v1alpha2.JobSet) bool {
-		return js.Status.ExecutionAttempts == 2
+		return ptr.Deref(js.Status.ExecutionAttempts, 0) == 2
 	})
 	if got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 1 {
 		t.Errorf("restarts %d towards max %d, want 1/1", got.Status.Restarts, got.Status.RestartsCountTowardsMax)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,9 +225,9 @@ func TestControllerKilledDuringRestart(t *testing.T) {
 		t.Errorf("blocker: restarts %d, want 1", got.Status.Restarts)
 	}
 	got := getJobSet(t, ns, "phoenix")
-	if got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 1 || got.Status.ExecutionAttempts != 1 {
+	if got.Status.Restarts != 1 || got.Status.RestartsCountTowardsMax != 1 || ptr.Deref(got.Status.ExecutionAttempts, 0) != 1 {
 		t.Errorf("restarts %d towards max %d execution attempts %d, want 1/1/1",
-			got.Status.Restarts, got.Status.RestartsCountTowardsMax, got.Status.ExecutionAttempts)
+			got.Status.Restarts, got.Status.RestartsCountTowardsMax, ptr.Deref(got.Status.ExecutionAttempts, 0))
 	}
 	if s := rjStatus(got, "workers"); s.Ready != 4 || s.Active != 4 {
 		t.Errorf("workers status = %+v, want 4 ready and active", s)

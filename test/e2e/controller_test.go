@@ -233,9 +233,9 @@ func TestFailureRestartsThenFails(t *testing.T) {
 		}
 	}
 	js := getJobSet(t, ns, "flaky")
-	if js.Status.Restarts != 1 || js.Status.RestartsCountTowardsMax != 1 || js.Status.ExecutionAttempts != 1 {
+	if js.Status.Restarts != 1 || js.Status.RestartsCountTowardsMax != 1 || ptr.Deref(js.Status.ExecutionAttempts, 0) != 1 {
 		t.Errorf("after one restart: restarts %d towards max %d execution attempts %d, want 1/1/1",
-			js.Status.Restarts, js.Status.RestartsCountTowardsMax, js.Status.ExecutionAttempts)
+			js.Status.Restarts, js.Status.RestartsCountTowardsMax, ptr.Deref(js.Status.ExecutionAttempts, 0))
 	}
 
 	// A second failure exceeds maxRestarts.
@@ -308,10 +308,10 @@ func TestCreatedSuspendedThenResumed(t *testing.T) {
 
 	// Suspend and resume again: the next execution attempt.
 	suspendAndWait(t, ns, "queued", 0)
-	before := getJobSet(t, ns, "queued").Status.ExecutionAttempts
+	before := ptr.Deref(getJobSet(t, ns, "queued").Status.ExecutionAttempts, 0)
 	kubectl(t, "patch", "jobset", "queued", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	eventually(t, time.Minute, "execution attempts to grow on resume", func(ctx context.Context) (bool, error) {
 		js, err := cluster.jobsets.JobsetV1alpha2().JobSets(ns).Get(ctx, "queued", metav1.GetOptions{})
-		return err == nil && js.Status.ExecutionAttempts == before+1, nil
+		return err == nil && ptr.Deref(js.Status.ExecutionAttempts, 0) == before+1, nil
 	})
 }

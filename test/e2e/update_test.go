@@ -230,8 +230,8 @@ func TestUpdateWhileSuspendedAppliedAtResume(t *testing.T) {
 	js = waitStatus(t, ns, "paused", "the update adopted", time.Minute, func(js *v1alpha2.JobSet) bool {
 		return js.Status.CurrentRevision == r2 && updatePending(js) == metav1.ConditionFalse
 	})
-	if js.Status.RestartsCountTowardsMax != 0 || js.Status.ExecutionAttempts != 1 {
-		t.Errorf("after the resume: towards max %d, execution attempts %d; want 0 and 1", js.Status.RestartsCountTowardsMax, js.Status.ExecutionAttempts)
+	if js.Status.RestartsCountTowardsMax != 0 || ptr.Deref(js.Status.ExecutionAttempts, 0) != 1 {
+		t.Errorf("after the resume: towards max %d, execution attempts %d; want 0 and 1", js.Status.RestartsCountTowardsMax, ptr.Deref(js.Status.ExecutionAttempts, 0))
 	}
 }
 

@@ -83,12 +83,13 @@ func JobSet(js *v1alpha2.JobSet, jobs []batchv1.Job, exp Expectation) []string {
 		return nil
 	}
 	st := js.Status
-	if r := exp.Restarts; r != nil && (st.Restarts != *r || st.RestartsCountTowardsMax != *r || st.ExecutionAttempts != *r) {
-		bad("restarts %d, towards max %d, execution attempts %d; want %d each", st.Restarts, st.RestartsCountTowardsMax, st.ExecutionAttempts, *r)
+	attempts := ptr.Deref(st.ExecutionAttempts, 0)
+	if r := exp.Restarts; r != nil && (st.Restarts != *r || st.RestartsCountTowardsMax != *r || attempts != *r) {
+		bad("restarts %d, towards max %d, execution attempts %d; want %d each", st.Restarts, st.RestartsCountTowardsMax, attempts, *r)
 	}
 	if exp.MaxAttempts != nil {
-		if m := exp.MaxAttempts(js.Name); st.Restarts != 0 || st.RestartsCountTowardsMax != 0 || st.ExecutionAttempts > m {
-			bad("restarts %d, towards max %d, execution attempts %d; want 0, 0 and at most %d (the resumes sent)", st.Restarts, st.RestartsCountTowardsMax, st.ExecutionAttempts, m)
+		if m := exp.MaxAttempts(js.Name); st.Restarts != 0 || st.RestartsCountTowardsMax != 0 || attempts > m {
+			bad("restarts %d, towards max %d, execution attempts %d; want 0, 0 and at most %d (the resumes sent)", st.Restarts, st.RestartsCountTowardsMax, attempts, m)
 		}
 	}
 	if Finished(js) {

@@ -69,14 +69,14 @@ func TestJobSetViolations(t *testing.T) {
 			}},
 		{name: "a restart counted twice", exp: Expectation{Restarts: ptr.To[int32](1)}, want: []string{"restarts 1, towards max 1, execution attempts 2; want 1 each"},
 			edit: func(js *v1alpha2.JobSet, jobs *[]batchv1.Job) {
-				js.Status.Restarts, js.Status.RestartsCountTowardsMax, js.Status.ExecutionAttempts = 1, 1, 2
+				js.Status.Restarts, js.Status.RestartsCountTowardsMax, js.Status.ExecutionAttempts = 1, 1, ptr.To[int32](2)
 				for i := range *jobs {
 					(*jobs)[i].Labels[v1alpha2.RestartsKey] = "1"
 				}
 			}},
 		{name: "more execution attempts than resumes", want: []string{"execution attempts 3; want 0, 0 and at most 2"},
 			exp:  Expectation{MaxAttempts: func(string) int32 { return 2 }},
-			edit: func(js *v1alpha2.JobSet, _ *[]batchv1.Job) { js.Status.ExecutionAttempts = 3 }},
+			edit: func(js *v1alpha2.JobSet, _ *[]batchv1.Job) { js.Status.ExecutionAttempts = ptr.To[int32](3) }},
 		{name: "running while suspended", exp: running, want: []string{"js-w-0 runs while the JobSet is suspended"},
 			edit: func(js *v1alpha2.JobSet, jobs *[]batchv1.Job) {
 				js.Spec.Suspend = ptr.To(true)

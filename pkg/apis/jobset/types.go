@@ -187,9 +187,10 @@ type JobSetStatus struct {
 	RestartsCountTowardsMax int32
 	TerminalState           string
 	ReplicatedJobsStatus    []ReplicatedJobStatus
-	// ExecutionAttempts counts execution cycles: every failure restart and
+	// ExecutionAttempts counts execution cycles: nil until the first run,
+	// 0 during it, one more on every restart that recreates the Jobs and on
 	// every resume after a suspension.
-	ExecutionAttempts int32
+	ExecutionAttempts *int32
 	// CurrentRevision names the template revision the running Jobs were
 	// built from; UpdateRevision the latest accepted template.
 	CurrentRevision string

@@ -938,7 +938,7 @@ func schema_pkg_apis_jobset_v1alpha2_JobSetStatus(ref common.ReferenceCallback) 
 					},
 					"executionAttempts": {
 						SchemaProps: spec.SchemaProps{
-							Description: "executionAttempts counts execution cycles: it grows by one on every failure restart and on every resume after a suspension.",
+							Description: "executionAttempts counts execution cycles: absent until the JobSet first runs, 0 during its first run, and one more on every restart that recreates its Jobs and on every resume after a suspension.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

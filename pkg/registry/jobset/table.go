@@ -3,6 +3,7 @@ package jobset
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -87,7 +88,7 @@ func tableRow(js *jobset.JobSet) metav1.TableRow {
 			suspended,
 			age,
 			fmt.Sprintf("%d/%d", ready, total),
-			int64(js.Status.ExecutionAttempts),
+			int64(ptr.Deref(js.Status.ExecutionAttempts, 0)),
 		},
 	}
 }

@@ -361,14 +361,14 @@ func TestStatusIsolationAndGeneration(t *testing.T) {
 	js.Labels = map[string]string{"via": "status"}
 	js.Finalizers = []string{"example.com/via-status"}
 	js.Status.Restarts = 2
-	js.Status.ExecutionAttempts = 3
+	js.Status.ExecutionAttempts = ptr.To[int32](3)
 	js.Spec.ReplicatedJobs[1].Replicas = ptr.To[int32](9)
 	js.Spec.Suspend = ptr.To(false)
 	afterStatus, err := client.UpdateStatus(ctx, js, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("update status: %v", err)
 	}
-	if afterStatus.Status.Restarts != 2 || afterStatus.Status.ExecutionAttempts != 3 {
+	if afterStatus.Status.Restarts != 2 || ptr.Deref(afterStatus.Status.ExecutionAttempts, 0) != 3 {
 		t.Errorf("status not written: %+v", afterStatus.Status)
 	}
 	if *afterStatus.Spec.ReplicatedJobs[1].Replicas != 2 || !ptr.Deref(afterStatus.Spec.Suspend, false) {

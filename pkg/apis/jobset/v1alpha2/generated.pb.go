@@ -528,9 +528,11 @@ func (m *JobSetStatus) MarshalToSizedBuffer(dAtA []byte) (int, error) {
 	i = encodeVarintGenerated(dAtA, i, uint64(len(m.CurrentRevision)))
 	i--
 	dAtA[i] = 0x3a
-	i = encodeVarintGenerated(dAtA, i, uint64(m.ExecutionAttempts))
-	i--
-	dAtA[i] = 0x30
+	if m.ExecutionAttempts != nil {
+		i = encodeVarintGenerated(dAtA, i, uint64(*m.ExecutionAttempts))
+		i--
+		dAtA[i] = 0x30
+	}
 	if len(m.ReplicatedJobsStatus) > 0 {
 		for iNdEx := len(m.ReplicatedJobsStatus) - 1; iNdEx >= 0; iNdEx-- {
 			{
@@ -1275,7 +1277,9 @@ func (m *JobSetStatus) Size() (n int) {
 			n += 1 + l + sovGenerated(uint64(l))
 		}
 	}
-	n += 1 + sovGenerated(uint64(m.ExecutionAttempts))
+	if m.ExecutionAttempts != nil {
+		n += 1 + sovGenerated(uint64(*m.ExecutionAttempts))
+	}
 	l = len(m.CurrentRevision)
 	n += 1 + l + sovGenerated(uint64(l))
 	l = len(m.UpdateRevision)
@@ -1629,7 +1633,7 @@ func (this *JobSetStatus) String() string {
 		`RestartsCountTowardsMax:` + fmt.Sprintf("%v", this.RestartsCountTowardsMax) + `,`,
 		`TerminalState:` + fmt.Sprintf("%v", this.TerminalState) + `,`,
 		`ReplicatedJobsStatus:` + repeatedStringForReplicatedJobsStatus + `,`,
-		`ExecutionAttempts:` + fmt.Sprintf("%v", this.ExecutionAttempts) + `,`,
+		`ExecutionAttempts:` + valueToStringGenerated(this.ExecutionAttempts) + `,`,
 		`CurrentRevision:` + fmt.Sprintf("%v", this.CurrentRevision) + `,`,
 		`UpdateRevision:` + fmt.Sprintf("%v", this.UpdateRevision) + `,`,
 		`PreviousInPlaceRestartAttempt:` + valueToStringGenerated(this.PreviousInPlaceRestartAttempt) + `,`,
@@ -3221,7 +3225,7 @@ func (m *JobSetStatus) Unmarshal(dAtA []byte) error {
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field ExecutionAttempts", wireType)
 			}
-			m.ExecutionAttempts = 0
+			var v int32
 			for shift := uint(0); ; shift += 7 {
 				if shift >= 64 {
 					return ErrIntOverflowGenerated
@@ -3231,11 +3235,12 @@ func (m *JobSetStatus) Unmarshal(dAtA []byte) error {
 				}
 				b := dAtA[iNdEx]
 				iNdEx++
-				m.ExecutionAttempts |= int32(b&0x7F) << shift
+				v |= int32(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
 			}
+			m.ExecutionAttempts = &v
 		case 7:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field CurrentRevision", wireType)

@@ -426,10 +426,11 @@ type JobSetStatus struct {
 	// +optional
 	ReplicatedJobsStatus []ReplicatedJobStatus `json:"replicatedJobsStatus,omitempty" patchStrategy:"merge" patchMergeKey:"name" protobuf:"bytes,5,rep,name=replicatedJobsStatus"`
 
-	// executionAttempts counts execution cycles: it grows by one on every
-	// failure restart and on every resume after a suspension.
+	// executionAttempts counts execution cycles: absent until the JobSet
+	// first runs, 0 during its first run, and one more on every restart
+	// that recreates its Jobs and on every resume after a suspension.
 	// +optional
-	ExecutionAttempts int32 `json:"executionAttempts,omitempty" protobuf:"varint,6,opt,name=executionAttempts"`
+	ExecutionAttempts *int32 `json:"executionAttempts,omitempty" protobuf:"varint,6,opt,name=executionAttempts"`
 
 	// currentRevision names the template revision (a ControllerRevision
 	// <jobset>-<hash>) that the Jobs of the current attempt were built from.

@@ -267,6 +267,11 @@ func (in *JobSetStatus) DeepCopyInto(out *JobSetStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.ExecutionAttempts != nil {
+		in, out := &in.ExecutionAttempts, &out.ExecutionAttempts
+		*out = new(int32)
+		**out = **in
+	}
 	if in.PreviousInPlaceRestartAttempt != nil {
 		in, out := &in.PreviousInPlaceRestartAttempt, &out.PreviousInPlaceRestartAttempt
 		*out = new(int32)

@@ -32,7 +32,9 @@ func ValidateJobSetStatusUpdate(newJS, oldJS *jobset.JobSet) field.ErrorList {
 	}
 	nonNegative(status.Restarts, p.Child("restarts"))
 	nonNegative(status.RestartsCountTowardsMax, p.Child("restartsCountTowardsMax"))
-	nonNegative(status.ExecutionAttempts, p.Child("executionAttempts"))
+	if a := status.ExecutionAttempts; a != nil {
+		nonNegative(*a, p.Child("executionAttempts"))
+	}
 	if a := status.PreviousInPlaceRestartAttempt; a != nil {
 		nonNegative(*a, p.Child("previousInPlaceRestartAttempt"))
 	}

@@ -16,7 +16,7 @@ func TestValidateJobSetStatusUpdate(t *testing.T) {
 			Conditions:              []metav1.Condition{completed()},
 			Restarts:                2,
 			RestartsCountTowardsMax: 1,
-			ExecutionAttempts:       3,
+			ExecutionAttempts:       ptr.To[int32](3),
 			TerminalState:           string(jobset.JobSetCompleted),
 			ReplicatedJobsStatus: []jobset.ReplicatedJobStatus{
 				{Name: "leader", Succeeded: 1},
@@ -68,7 +68,7 @@ func TestValidateJobSetStatusUpdate(t *testing.T) {
 				validStatus(js)
 				js.Status.Restarts = -1
 				js.Status.RestartsCountTowardsMax = -1
-				js.Status.ExecutionAttempts = -1
+				js.Status.ExecutionAttempts = ptr.To[int32](-1)
 			},
 			want: []wantErr{
 				{errInvalid, "status.restarts", ""},

@@ -42,8 +42,9 @@ type JobSetStatusApplyConfiguration struct {
 	// replicatedJobsStatus counts the Jobs of each replicatedJob, in spec
 	// order.
 	ReplicatedJobsStatus []ReplicatedJobStatusApplyConfiguration `json:"replicatedJobsStatus,omitempty"`
-	// executionAttempts counts execution cycles: it grows by one on every
-	// failure restart and on every resume after a suspension.
+	// executionAttempts counts execution cycles: absent until the JobSet
+	// first runs, 0 during its first run, and one more on every restart
+	// that recreates its Jobs and on every resume after a suspension.
 	ExecutionAttempts *int32 `json:"executionAttempts,omitempty"`
 	// currentRevision names the template revision (a ControllerRevision
 	// <jobset>-<hash>) that the Jobs of the current attempt were built from.
