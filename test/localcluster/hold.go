@@ -10,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -73,6 +74,11 @@ func (c *Cluster) HoldJobCreates(t *testing.T, ns, held string, probe *batchv1.J
 		}
 		if strings.Contains(err.Error(), holdMessage) {
 			return true, nil
+		}
+		if apierrors.IsAlreadyExists(err) {
+			// A Job of that name exists (say, of an earlier attempt):
+			// storage refused it, so admission let it through.
+			return false, nil
 		}
 		return false, fmt.Errorf("dry run of the probe Job: %w", err)
 	})
