@@ -28,7 +28,7 @@ import (
 const failLabel = "pod-fail.stage.kwok.x-k8s.io"
 
 // eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	localcluster.Eventually(t, timeout, what, cond)
 }
@@ -84,7 +84,7 @@ func leader(ctx context.Context) (component, identity string, err error) {
 
 // liveLeader waits until a running controller holds the Lease with an
 // identity other than `not`, and returns it with the time it was seen.
-func liveLeader(t *testing.T, not string, timeout time.Duration) (*localcluster.Process, string, time.Time) {
+func liveLeader(t testing.TB, not string, timeout time.Duration) (*localcluster.Process, string, time.Time) {
 	t.Helper()
 	var p *localcluster.Process
 	var id string
@@ -124,7 +124,7 @@ func kill(t *testing.T, component string) *localcluster.Process {
 // revive starts every restartable component that is not running (killed,
 // or a controller that gave up after losing its lease), as a ReplicaSet
 // would, and returns the ones it started.
-func revive(t *testing.T, why string) []string {
+func revive(t testing.TB, why string) []string {
 	t.Helper()
 	var started []string
 	for _, name := range restartable {

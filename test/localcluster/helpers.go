@@ -13,7 +13,7 @@ import (
 
 // Eventually polls cond every 250 ms until it holds, and fails the test
 // when timeout passes first.
-func Eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
