@@ -218,6 +218,18 @@ func (a *agents) close() {
 	}
 }
 
+// startInPlace creates an InPlaceRestart JobSet, starts its agents and
+// waits until every pod reached attempt 0 and the barrier lifted.
+func startInPlace(t *testing.T, ns, name string, maxRestarts int32) *agents {
+	t.Helper()
+	createJobSet(t, inPlaceJobSet(ns, name, maxRestarts))
+	a := startAgents(t, ns, name)
+	waitStatus(t, ns, name, "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
+		return attemptIs(js, nil, ptr.To[int32](0))
+	})
+	return a
+}
+
 func inPlaceJobSet(ns, name string, maxRestarts int32) *v1alpha2.JobSet {
 	rj := replicatedJob("w", 2, 2, "")
 	rj.Template.Spec.BackoffLimit = ptr.To[int32](math.MaxInt32)
@@ -293,12 +305,7 @@ func TestInPlaceRestart(t *testing.T) {
 	// restart of this test's JobSet must not land in their window.
 	t.Parallel()
 	ns := namespace(t)
-	createJobSet(t, inPlaceJobSet(ns, "ip", 2))
-	a := startAgents(t, ns, "ip")
-
-	waitStatus(t, ns, "ip", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
-		return attemptIs(js, nil, ptr.To[int32](0))
-	})
+	a := startInPlace(t, ns, "ip", 2)
 	before := waitPods(t, ns, "ip", "4 pods at attempt 0", func(m map[string]podState) bool {
 		if len(m) != 4 {
 			return false
@@ -405,11 +412,7 @@ func TestInPlaceRestartFailedPodRecreates(t *testing.T) {
 	// restart of this test's JobSet must not land in their window.
 	t.Parallel()
 	ns := namespace(t)
-	createJobSet(t, inPlaceJobSet(ns, "lost", 3))
-	startAgents(t, ns, "lost")
-	waitStatus(t, ns, "lost", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
-		return attemptIs(js, nil, ptr.To[int32](0))
-	})
+	startInPlace(t, ns, "lost", 3)
 	before := podStates(t, ns, "lost")
 	failPodWithCode(t, ns, "lost-w-0", 1)
 	js := waitStatus(t, ns, "lost", "Jobs recreated", 3*time.Minute, func(js *v1alpha2.JobSet) bool {
@@ -485,11 +488,7 @@ func allAtZero(n int) func(m map[string]podState) bool {
 func TestInPlaceRestartPodsComeAndGo(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
-	createJobSet(t, inPlaceJobSet(ns, "elastic", 0))
-	startAgents(t, ns, "elastic")
-	waitStatus(t, ns, "elastic", "barrier lifted at attempt 0", 2*time.Minute, func(js *v1alpha2.JobSet) bool {
-		return attemptIs(js, nil, ptr.To[int32](0))
-	})
+	startInPlace(t, ns, "elastic", 0)
 	start := waitPods(t, ns, "elastic", "4 pods at attempt 0", allAtZero(4))
 
 	// A deleted pod is replaced by the Job controller; the new pod joins.

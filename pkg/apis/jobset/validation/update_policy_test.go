@@ -26,14 +26,7 @@ func both(fns ...func(*jobset.JobSet)) func(*jobset.JobSet) {
 }
 
 func TestValidateJobSetUpdateWithUpdateStrategy(t *testing.T) {
-	const (
-		rj0        = "spec.replicatedJobs[0]"
-		rj1        = "spec.replicatedJobs[1]"
-		pod1       = rj1 + ".template.spec.template"
-		immut      = "field is immutable"
-		valueImmut = "Value is immutable"
-		terminal   = "Cannot mutate a JobSet in a terminal state"
-	)
+	const rj0, rj1, pod1 = updRJ0, updRJ1, updPod1
 	opportunistic := withStrategy(jobset.UpdateOpportunistic)
 	immediate := withStrategy(jobset.UpdateImmediate)
 	never := withStrategy(jobset.UpdateNever)

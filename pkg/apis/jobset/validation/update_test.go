@@ -13,15 +13,18 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 )
 
+// Field paths and messages the update tests expect.
+const (
+	updRJ0     = "spec.replicatedJobs[0]"
+	updRJ1     = "spec.replicatedJobs[1]"
+	updPod1    = updRJ1 + ".template.spec.template"
+	immut      = "field is immutable"
+	valueImmut = "Value is immutable"
+	terminal   = "Cannot mutate a JobSet in a terminal state"
+)
+
 func TestValidateJobSetUpdate(t *testing.T) {
-	const (
-		rj0        = "spec.replicatedJobs[0]"
-		rj1        = "spec.replicatedJobs[1]"
-		pod1       = rj1 + ".template.spec.template"
-		immut      = "field is immutable"
-		valueImmut = "Value is immutable"
-		terminal   = "Cannot mutate a JobSet in a terminal state"
-	)
+	const rj0, rj1, pod1 = updRJ0, updRJ1, updPod1
 	suspend := func(js *jobset.JobSet) { js.Spec.Suspend = ptr.To(true) }
 	kueueEdit := func(js *jobset.JobSet) {
 		pod := &js.Spec.ReplicatedJobs[1].Template.Spec.Template
