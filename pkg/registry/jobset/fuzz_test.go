@@ -58,7 +58,7 @@ var acceptedEdits = [][]byte{
 func TestUpdateSeedsReachAcceptedUpdates(t *testing.T) {
 	u := newUpdateChecker()
 	accepted := 0
-	for _, old := range seedFilesT(t) {
+	for _, old := range seedFiles(t) {
 		for _, edits := range acceptedEdits {
 			accepted += u.check(t, old, nil, edits)
 		}
@@ -193,20 +193,11 @@ func edit(js *jobset.JobSet, ops []byte) *jobset.JobSet {
 	return out
 }
 
-func seedFiles(f *testing.F) [][]byte {
-	f.Helper()
+func seedFiles(tb testing.TB) [][]byte {
+	tb.Helper()
 	out, err := readSeeds()
 	if err != nil {
-		f.Fatal(err)
-	}
-	return out
-}
-
-func seedFilesT(t *testing.T) [][]byte {
-	t.Helper()
-	out, err := readSeeds()
-	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return out
 }
