@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -120,11 +119,8 @@ func (c *Controller) resumeJob(ctx context.Context, js *jobset.JobSet, rj *jobse
 func applyResumeEdits(js *jobset.JobSet, rj *jobset.ReplicatedJob, job *batchv1.Job) (resized bool) {
 	tmpl := &rj.Template.Spec.Template
 	pod := &job.Spec.Template
-	before := pod.Spec.DeepCopy()
-	podresources.Copy(pod.Spec.InitContainers, tmpl.Spec.InitContainers)
-	podresources.Copy(pod.Spec.Containers, tmpl.Spec.Containers)
-	resized = !apiequality.Semantic.DeepEqual(before.InitContainers, pod.Spec.InitContainers) ||
-		!apiequality.Semantic.DeepEqual(before.Containers, pod.Spec.Containers)
+	resized = podresources.Copy(pod.Spec.InitContainers, tmpl.Spec.InitContainers)
+	resized = podresources.Copy(pod.Spec.Containers, tmpl.Spec.Containers) || resized
 	pod.Labels = mergeInto(pod.Labels, tmpl.Labels)
 	pod.Annotations = mergeInto(pod.Annotations, tmpl.Annotations)
 	if len(tmpl.Spec.NodeSelector) > 0 {

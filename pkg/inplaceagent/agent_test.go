@@ -181,12 +181,20 @@ func TestDisabledBarrierStillReports(t *testing.T) {
 	if got := h.podAttempt(); got != "3" {
 		t.Fatalf("reported attempt %q, want 3", got)
 	}
-	// A restart of the others does not end this healthy pod.
+	// A restart of the others does not end this healthy pod. Events are
+	// observed one at a time, so once the agent has seen the next one, it
+	// has done all it would do with the restart.
 	h.setStatus(ptr.To[int32](3), ptr.To[int32](3))
+	h.setStatus(ptr.To[int32](3), ptr.To[int32](4))
+	h.waitFor("the next event", func() bool {
+		h.agent.mu.Lock()
+		defer h.agent.mu.Unlock()
+		return h.agent.latest != nil && ptr.Deref(h.agent.latest.Status.CurrentInPlaceRestartAttempt, 0) == 4
+	})
 	select {
 	case c := <-h.code:
 		t.Fatalf("agent ended with %d while the barrier is disabled", c)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 }
 

@@ -47,8 +47,8 @@ func convert(u *unstructured.Unstructured) (*v1alpha2.JobSet, field.ErrorList) {
 	// What was derived from the old API server does not carry over.
 	meta := js.ObjectMeta
 	js.ObjectMeta = metaToCopy(&meta)
-	if n := max(ptr.Deref(js.Status.ExecutionAttempts, 0), js.Status.Restarts); n > 0 || js.Status.ExecutionAttempts != nil {
-		js.Status.ExecutionAttempts = ptr.To(n)
+	if js.Status.Restarts > 0 {
+		js.Status.ExecutionAttempts = ptr.To(max(ptr.Deref(js.Status.ExecutionAttempts, 0), js.Status.Restarts))
 	}
 
 	in := &internal.JobSet{}

@@ -10,6 +10,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -425,10 +426,9 @@ func refuseRunningInPlace(js *v1alpha2.JobSet) field.ErrorList {
 	if js.Spec.FailurePolicy == nil || js.Spec.FailurePolicy.RestartStrategy != v1alpha2.InPlaceRestart {
 		return nil
 	}
-	for _, c := range js.Status.Conditions {
-		if (c.Type == string(v1alpha2.JobSetCompleted) || c.Type == string(v1alpha2.JobSetFailed)) && c.Status == metav1.ConditionTrue {
-			return nil
-		}
+	if apimeta.IsStatusConditionTrue(js.Status.Conditions, string(v1alpha2.JobSetCompleted)) ||
+		apimeta.IsStatusConditionTrue(js.Status.Conditions, string(v1alpha2.JobSetFailed)) {
+		return nil
 	}
 	return field.ErrorList{field.Forbidden(field.NewPath("spec", "failurePolicy", "restartStrategy"),
 		"a JobSet that restarts in place (InPlaceRestart) cannot be migrated until it has finished: "+

@@ -180,14 +180,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 	if _, err := jobsets.Create(ctx, newJobSet(ns, "sentinel"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { defer close(done); events.drain(w, "sentinel") }()
-	select {
-	case <-done:
-	case <-time.After(waitTimeout):
-		w.Stop()
-		<-done
-	}
+	events.drainWithin(w, "sentinel", waitTimeout)
 	if !events.added["sentinel"] {
 		t.Fatalf("the watch resumed at %s did not deliver the sentinel; it ended with %v", resumeAt, events.status)
 	}
@@ -220,14 +213,7 @@ func TestKill9DuringWritesLosesNoAcknowledgedWrite(t *testing.T) {
 		return
 	}
 	cached := newEventLog(resumeAt)
-	cachedDone := make(chan struct{})
-	go func() { defer close(cachedDone); cached.drain(w, "") }()
-	select {
-	case <-cachedDone:
-	case <-time.After(waitTimeout):
-		w.Stop()
-		<-cachedDone
-	}
+	cached.drainWithin(w, "", waitTimeout)
 	if cached.status == nil || cached.status.Code != 410 {
 		t.Errorf("watch at %s with the watch cache ended with %v after %d creates, want 410 Gone", resumeAt, cached.status, len(cached.added))
 	}
@@ -284,6 +270,18 @@ func (l *eventLog) drain(w watch.Interface, until string) {
 		if ev.Type == watch.Added && (js.Name == until || len(l.added) == l.stopAfterAdds) {
 			return
 		}
+	}
+}
+
+// drainWithin drains as drain does, stopping the watch after timeout.
+func (l *eventLog) drainWithin(w watch.Interface, until string, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { defer close(done); l.drain(w, until) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		w.Stop()
+		<-done
 	}
 }
 
