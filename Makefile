@@ -9,6 +9,8 @@ GO_TEST_FLAGS ?= -count=1
 # document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
 # cache about 5 KB per JobSet smaller (README "Protobuf").
 GO_BUILD_TAGS ?= fieldsv1string
+# Tests and benchmarks run the product's build, tags included.
+GO_TEST = $(GO) test -tags '$(GO_BUILD_TAGS)'
 # The version stamped into the binaries (--version, jobset_build_info) and
 # the images' tag: the release tag on a tagged commit, else a semver-valid
 # version of the commit. Neither depends on uncommitted changes, so that
@@ -104,7 +106,7 @@ verify-vuln: ## govulncheck on ./cmd/... against an offline database (VULNDB_VER
 	GO=$(GO) GO_BUILD_TAGS='$(GO_BUILD_TAGS)' hack/verify-vuln.sh
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 	cd test/migration && $(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
 
@@ -114,30 +116,30 @@ clear-skips:
 	@rm -f _output/skipped-suites
 
 test-unit: ## Unit tests, including the fuzz targets' seed corpora.
-	$(GO) test $(GO_TEST_FLAGS) $(UNIT_PKGS)
-	cd hack/tools/localtool && $(GO) test $(GO_TEST_FLAGS) ./...
-	cd hack/release && $(GO) test $(GO_TEST_FLAGS) ./...
+	$(GO_TEST) $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	cd hack/tools/localtool && $(GO_TEST) $(GO_TEST_FLAGS) ./...
+	cd hack/release && $(GO_TEST) $(GO_TEST_FLAGS) ./...
 
 test-integration: ## The real API server on a real (embedded) etcd, in process (and the pinned kubectl).
 	hack/build-tools.sh kubectl
-	KUBECTL=$(CURDIR)/$(BIN)/kubectl $(GO) test $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
+	KUBECTL=$(CURDIR)/$(BIN)/kubectl $(GO_TEST) $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
 
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
-	$(GO) test $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-node: build tools node-tools node-images ## A real node (containerd, runc, CNI, kubelet, kube-proxy, CoreDNS; needs root): the product installed in-cluster from its images, real pods.
-	$(GO) test $(GO_TEST_FLAGS) -timeout 30m -v ./test/node/... 2>&1 | tee _output/node.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 30m -v ./test/node/... 2>&1 | tee _output/node.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).
-	cd test/migration && $(GO) test $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	cd test/migration && $(GO_TEST) $(GO_TEST_FLAGS) -timeout 20m -v . 2>&1 | tee ../../_output/migration.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-faults: build tools ## Kills under load on a cluster of its own (2 API servers, 2 controllers), and the 60-second soak.
-	$(GO) test $(GO_TEST_FLAGS) -timeout 30m -v ./test/faults/... 2>&1 | tee _output/faults.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 30m -v ./test/faults/... 2>&1 | tee _output/faults.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 SOAK_DURATION ?= 10m
 
 soak: build tools ## The soak for SOAK_DURATION (default 10m); its figures go to _output/faults/soak-report.md.
-	SOAK_DURATION=$(SOAK_DURATION) $(GO) test $(GO_TEST_FLAGS) -run '^TestSoak$$' -timeout 60m -v ./test/faults/... 2>&1 | tee _output/soak.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go|^ +[-|#]'; exit $${PIPESTATUS[0]}
+	SOAK_DURATION=$(SOAK_DURATION) $(GO_TEST) $(GO_TEST_FLAGS) -run '^TestSoak$$' -timeout 60m -v ./test/faults/... 2>&1 | tee _output/soak.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go|^ +[-|#]'; exit $${PIPESTATUS[0]}
 
 test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, each on a local cluster of its own (KEDA's suite needs KEDA built or cached, or SKIP_KEDA=1).
 	@if hack/build-tools.sh --available keda-operator keda-adapter; then \
@@ -152,10 +154,10 @@ test-ecosystem: test-trainer ## Tools of the ecosystem against the JobSet API, e
 
 test-trainer: build tools ## Kubeflow Trainer (built from hack/tools/trainer) creating JobSets by server-side apply.
 	hack/build-tools.sh trainer-controller-manager
-	$(GO) test $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/trainer/... 2>&1 | tee _output/trainer.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/trainer/... 2>&1 | tee _output/trainer.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-keda: build tools keda-tools ## KEDA scaling a replicatedJob (test/ecosystem/keda, WITH_KEDA=1 cluster on ports 21400+).
-	$(GO) test $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/keda/... 2>&1 | tee _output/keda.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
+	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 20m -v ./test/ecosystem/keda/... 2>&1 | tee _output/keda.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 # Every fuzz target and its package; 'make fuzz' runs each for FUZZTIME.
 FUZZ_TARGETS = FuzzValidateJobSet:./pkg/apis/jobset/validation/ FuzzJobSetUpdate:./pkg/registry/jobset/ \
@@ -165,14 +167,14 @@ FUZZTIME ?= 60s
 fuzz: ## Run every fuzz target for FUZZTIME each (default 60s); findings land in the package's testdata/fuzz.
 	@for t in $(FUZZ_TARGETS); do \
 		echo "== $${t%%:*} ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
+		$(GO_TEST) -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
 
 bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md. The real node's are 'make bench-node'.
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $$($(GO) list ./test/bench/... | grep -v /test/bench/node)
+	$(GO_TEST) -run '^$$' -bench . -benchmem -timeout 60m $$($(GO) list ./test/bench/... | grep -v /test/bench/node)
 
 bench-node: build tools node-tools node-images ## Restarts on the real node (root): in place against Recreate, and Recreate with workloads that ignore SIGTERM.
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m -v ./test/bench/node/ 2>&1 | tee _output/bench-node.log | grep -E '^(Benchmark|---|PASS|FAIL|ok)|round|_test.go'
+	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 60m -v ./test/bench/node/ 2>&1 | tee _output/bench-node.log | grep -E '^(Benchmark|---|PASS|FAIL|ok)|round|_test.go'
 
 clean: ## Remove build output (binaries, local cluster state).
 	rm -rf _output

@@ -1007,6 +1007,7 @@ Pods on kwok nodes run until told otherwise (see hack/local/kwok/stages.yaml):
   label      pod-fail.stage.kwok.x-k8s.io: "true"            -> Failed after 1s,
   annotation pod-fail.stage.kwok.x-k8s.io/exit-code: "42"       with exit code 42
   annotation kwok.x-k8s.io/usage-cpu: "250m"                 -> CPU usage per container
+  annotation pod-terminate.stage.kwok.x-k8s.io/ignores-sigterm -> a deleted pod ends late (1s up to its grace period)
 
 Logs: ${LOG_DIR}/<component>.log     Stop: hack/local-down.sh$( [[ "${LOCAL_DIR}" == "${ROOT}/_output/local" ]] || echo " (with LOCAL_DIR=${LOCAL_DIR})")
 EOF

@@ -157,13 +157,17 @@ func BenchmarkChildJobCreation(b *testing.B) {
 	}
 }
 
+// controllerQPS and controllerBurst are jobset-controller's default client
+// rate limit (--kube-api-qps, --kube-api-burst in cmd/jobset-controller).
+const controllerQPS, controllerBurst = 500, 1000
+
 // BenchmarkPlainClientJobCreation: the same number of Jobs created directly
-// by a client with the controller's default rate limit (50 QPS, burst 100),
-// the floor the controller is compared with.
+// by a client with the controller's default rate limit, the floor the
+// controller is compared with.
 func BenchmarkPlainClientJobCreation(b *testing.B) {
 	total := envInt("BENCH_JOBSETS", 200) * envInt("BENCH_JOBS_PER_JOBSET", 4)
 	cfg := rest.CopyConfig(cluster.Config)
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = controllerQPS, controllerBurst
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	for i := 0; i < b.N; i++ {
 		ns := newNamespace(b, "bench-plain")

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -177,21 +176,6 @@ func waitReconciling(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitJobCount(b, ns, v1alpha2.JobSetNameKey, 1)
-}
-
-// deleteNamespaceAndWait deletes a namespace and waits until it is gone,
-// so that its garbage does not load the next phase.
-func deleteNamespaceAndWait(b *testing.B, ns string) {
-	b.Helper()
-	_, _ = cluster.Kubectl("", "delete", "namespace", ns, "--wait=false")
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 20*time.Minute, true,
-		func(ctx context.Context) (bool, error) {
-			_, err := cluster.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-	if err != nil {
-		b.Fatalf("namespace %s not gone: %v", ns, err)
-	}
 }
 
 // saveCPUProfile records the controller's CPU profile over d into

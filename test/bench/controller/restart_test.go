@@ -60,28 +60,54 @@ func onePodPerGroup(b *testing.B, ns string, groups int, selector string) []stri
 	return names
 }
 
-// BenchmarkRestart: in one op, G JobSets of M Jobs (one pod each,
-// backoffLimit 0) run; one pod of each fails at once; the controller's
-// time ends when all G×M Jobs of the next attempt exist. In the same op,
-// the reference: G×M plain Jobs run, the same pods fail, and a plain
-// client (50 goroutines, no client-side rate limit) deletes all the Jobs
-// with foreground propagation, waits until they are gone and creates them
-// again. controller/plain is the controller's time over the reference's
+// terminationModel is how kwok's fake kubelet ends a deleted pod.
+type terminationModel struct {
+	name        string
+	annotations map[string]string
+}
+
+// terminationModels: "prompt" ends a deleted pod after 100 ms, as if every
+// process exited at once on SIGTERM (hack/local/kwok/stages.yaml,
+// pod-terminate); "grace-period" ends it at a random time between 1 s and
+// the end of its 30 s grace period, as kwok's stock pod-delete stage
+// does, like a node whose processes ignore SIGTERM (pod-terminate-late).
+var terminationModels = []terminationModel{
+	{name: "prompt"},
+	{name: "grace-period", annotations: map[string]string{"pod-terminate.stage.kwok.x-k8s.io/ignores-sigterm": "true"}},
+}
+
+// BenchmarkRestart, for each termination model: G JobSets of M Jobs (one
+// pod each, backoffLimit 0) run; one pod of each fails at once; the
+// controller's time ends when all G×M Jobs of the next attempt exist. The
+// reference does the same work with a plain client: G×M plain Jobs run, the
+// same pods fail, and the client (50 goroutines, no client-side rate
+// limit) deletes all the Jobs with foreground propagation, waits until
+// they are gone and creates them again. One op runs each side twice, in
+// the order controller, reference, reference, controller, each in a
+// namespace of its own that is deleted, and waited for, before the next
+// starts. controller/plain is the controller's time over the reference's
 // (0.5: twice as fast as the naive path).
 //
-// BENCH_RESTART_TRACE=1 writes the timeline of the controller's restart
+// BENCH_RESTART_TRACE=1 writes the timeline of each controller restart
 // (when each pod, Job and JobSet passed each step) to
 // _output/bench/restart-trace-<namespace>.txt.
 func BenchmarkRestart(b *testing.B) {
+	for _, m := range terminationModels {
+		b.Run("termination="+m.name, func(b *testing.B) { benchmarkRestart(b, m) })
+	}
+}
+
+func benchmarkRestart(b *testing.B, m terminationModel) {
 	groups, perJobSet := envInt("BENCH_RESTART_JOBSETS", 20), envInt("BENCH_JOBS_PER_JOBSET", 4)
 	total := groups * perJobSet
 	kube := unlimitedKube()
-	// Idle when this benchmark runs first in a fresh cluster.
-	b.ReportMetric(controllerRSSMiB(b), "controller-RSS-MiB-at-start")
-	var plainSum, ctrlSum time.Duration
-	for i := 0; i < b.N; i++ {
-		// The controller.
+	tmpl := podTemplate()
+	tmpl.Annotations = m.annotations
+	// The controller's half: its time, from the failures until every Job of
+	// the next attempt exists.
+	controllerHalf := func() time.Duration {
 		ns := newNamespace(b, "restart-ctrl")
+		defer deleteNamespace(b, ns)
 		createParallel(b, groups, 16, func(k int) error {
 			js := &v1alpha2.JobSet{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%d", k), Namespace: ns},
@@ -89,7 +115,7 @@ func BenchmarkRestart(b *testing.B) {
 					FailurePolicy: &v1alpha2.FailurePolicy{MaxRestarts: 10},
 					ReplicatedJobs: []v1alpha2.ReplicatedJob{{
 						Name: "w", Replicas: ptr.To(int32(perJobSet)),
-						Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: podTemplate()}},
+						Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: tmpl}},
 					}},
 				},
 			}
@@ -104,40 +130,83 @@ func BenchmarkRestart(b *testing.B) {
 		}
 		start := time.Now()
 		failPods(b, ns, victims)
-		ctrl := waitJobCount(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
+		took := waitJobCount(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
 		if tr != nil {
 			tr.write(b, start, ns)
 		}
-		waitPodCount(b, ns, total)
-
-		// The reference.
-		pns := newNamespace(b, "restart-plain")
+		return took
+	}
+	// The reference's half: the plain client's time for the same restart.
+	name := func(k int) string { return fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet) }
+	job := func(k int) *batchv1.Job {
+		j := plainJob(name(k), k/perJobSet)
+		j.Spec.Template.Annotations = m.annotations
+		return j
+	}
+	plainHalf := func() time.Duration {
+		ns := newNamespace(b, "restart-plain")
+		defer deleteNamespace(b, ns)
 		createParallel(b, total, 50, func(k int) error {
-			_, err := kube.BatchV1().Jobs(pns).Create(context.Background(), plainJob(fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), k/perJobSet), metav1.CreateOptions{})
+			_, err := kube.BatchV1().Jobs(ns).Create(context.Background(), job(k), metav1.CreateOptions{})
 			return err
 		})
-		waitPodCount(b, pns, total)
-		victims = onePodPerGroup(b, pns, groups, "bench=plain")
-		start = time.Now()
-		failPods(b, pns, victims)
+		waitPodCount(b, ns, total)
+		victims := onePodPerGroup(b, ns, groups, "bench=plain")
+		start := time.Now()
+		failPods(b, ns, victims)
 		fg := metav1.DeletePropagationForeground
 		createParallel(b, total, 50, func(k int) error {
-			return kube.BatchV1().Jobs(pns).Delete(context.Background(), fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), metav1.DeleteOptions{PropagationPolicy: &fg})
+			return kube.BatchV1().Jobs(ns).Delete(context.Background(), name(k), metav1.DeleteOptions{PropagationPolicy: &fg})
 		})
-		waitJobsGone(b, pns)
+		waitJobsGone(b, ns)
 		createParallel(b, total, 50, func(k int) error {
-			_, err := kube.BatchV1().Jobs(pns).Create(context.Background(), plainJob(fmt.Sprintf("g%d-%d", k/perJobSet, k%perJobSet), k/perJobSet), metav1.CreateOptions{})
+			_, err := kube.BatchV1().Jobs(ns).Create(context.Background(), job(k), metav1.CreateOptions{})
 			return err
 		})
-		plain := waitJobCount(b, pns, "bench=plain", total).Sub(start)
-		b.Logf("round %d: controller %.2fs, plain foreground delete+wait+create %.2fs (%d Jobs)", i, ctrl.Seconds(), plain.Seconds(), total)
-		plainSum += plain
-		ctrlSum += ctrl
+		return waitJobCount(b, ns, "bench=plain", total).Sub(start)
 	}
-	n := float64(b.N)
-	b.ReportMetric(ctrlSum.Seconds()/n, "controller-s")
-	b.ReportMetric(plainSum.Seconds()/n, "plain-s")
-	b.ReportMetric(ctrlSum.Seconds()/plainSum.Seconds(), "controller/plain")
+
+	// Idle when this benchmark runs first in a fresh cluster.
+	b.ReportMetric(controllerRSSMiB(b), "controller-RSS-MiB-at-start")
+	var ctrl, plain samples
+	for i := 0; i < b.N; i++ {
+		c1 := controllerHalf()
+		p1 := plainHalf()
+		p2 := plainHalf()
+		c2 := controllerHalf()
+		b.Logf("op %d (%s termination, %d Jobs): controller %.2fs then %.2fs; plain foreground delete+wait+create %.2fs then %.2fs",
+			i, m.name, total, c1.Seconds(), c2.Seconds(), p1.Seconds(), p2.Seconds())
+		ctrl.add(c1, c2)
+		plain.add(p1, p2)
+	}
+	b.ReportMetric(ctrl.mean(), "controller-s")
+	b.ReportMetric(plain.mean(), "plain-s")
+	b.ReportMetric(ctrl.mean()/plain.mean(), "controller/plain")
+	b.Logf("controller %s; plain %s", ctrl, plain)
+}
+
+// samples are the times of one side of a ratio benchmark.
+type samples []time.Duration
+
+func (s *samples) add(d ...time.Duration) { *s = append(*s, d...) }
+
+func (s samples) mean() float64 {
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return sum.Seconds() / float64(len(s))
+}
+
+// String is the samples' min / median / max in seconds.
+func (s samples) String() string {
+	if len(s) == 0 {
+		return "no samples"
+	}
+	sorted := append(samples(nil), s...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	return fmt.Sprintf("%.2f / %.2f / %.2f s (min / median / max of %d)",
+		sorted[0].Seconds(), sorted[len(sorted)/2].Seconds(), sorted[len(sorted)-1].Seconds(), len(sorted))
 }
 
 func waitJobsGone(b *testing.B, ns string) {
