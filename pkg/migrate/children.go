@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -28,17 +29,19 @@ const (
 
 var childKinds = []string{kindJob, kindService, kindPVC}
 
-// listChildren returns the Jobs, Services and PVCs of a namespace that
-// have an owner reference to uid.
-func (m *migrator) listChildren(ctx context.Context, namespace string, uid types.UID) ([]Child, error) {
-	var out []Child
-	add := func(kind string, meta *metav1.ObjectMeta) {
-		for _, r := range meta.OwnerReferences {
-			if r.UID == uid {
-				out = append(out, Child{Kind: kind, Name: meta.Name, UID: meta.UID,
-					Controller: ptr.Deref(r.Controller, false), BlockOwnerDeletion: ptr.Deref(r.BlockOwnerDeletion, false)})
-				return
-			}
+// childIndex holds a namespace's possible children by the UIDs of their
+// owners.
+type childIndex map[types.UID][]Child
+
+// listChildren lists the Jobs, Services, PVCs and objects of the extra
+// child resources of a namespace once, for all of its JobSets: a list per
+// JobSet would make a large cluster's run (and its windows) long.
+func (m *migrator) listChildren(ctx context.Context, namespace string) (childIndex, error) {
+	idx := childIndex{}
+	add := func(kind, resource string, meta metav1.Object) {
+		for _, r := range meta.GetOwnerReferences() {
+			idx[r.UID] = append(idx[r.UID], Child{Kind: kind, Resource: resource, Name: meta.GetName(), UID: meta.GetUID(),
+				Controller: ptr.Deref(r.Controller, false), BlockOwnerDeletion: ptr.Deref(r.BlockOwnerDeletion, false)})
 		}
 	}
 	jobs, err := m.c.Kube.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{})
@@ -46,21 +49,21 @@ func (m *migrator) listChildren(ctx context.Context, namespace string, uid types
 		return nil, fmt.Errorf("listing Jobs in %s: %w", namespace, err)
 	}
 	for i := range jobs.Items {
-		add(kindJob, &jobs.Items[i].ObjectMeta)
+		add(kindJob, "", &jobs.Items[i])
 	}
 	svcs, err := m.c.Kube.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing Services in %s: %w", namespace, err)
 	}
 	for i := range svcs.Items {
-		add(kindService, &svcs.Items[i].ObjectMeta)
+		add(kindService, "", &svcs.Items[i])
 	}
 	pvcs, err := m.c.Kube.CoreV1().PersistentVolumeClaims(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing PersistentVolumeClaims in %s: %w", namespace, err)
 	}
 	for i := range pvcs.Items {
-		add(kindPVC, &pvcs.Items[i].ObjectMeta)
+		add(kindPVC, "", &pvcs.Items[i])
 	}
 	for _, gvr := range m.o.ExtraChildResources {
 		list, err := m.c.Dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
@@ -71,21 +74,22 @@ func (m *migrator) listChildren(ctx context.Context, namespace string, uid types
 			return nil, fmt.Errorf("listing %s in %s: %w", gvr.GroupResource(), namespace, err)
 		}
 		for i := range list.Items {
-			u := &list.Items[i]
-			n := len(out)
-			add(u.GetKind(), &metav1.ObjectMeta{Name: u.GetName(), UID: u.GetUID(), OwnerReferences: u.GetOwnerReferences()})
-			if len(out) > n {
-				out[n].Resource = resourceArg(gvr)
-			}
+			add(list.Items[i].GetKind(), resourceArg(gvr), &list.Items[i])
 		}
 	}
+	return idx, nil
+}
+
+// of returns the children of the JobSet uid, sorted.
+func (idx childIndex) of(uid types.UID) []Child {
+	out := slices.Clone(idx[uid])
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
 			return out[i].Kind < out[j].Kind
 		}
 		return out[i].Name < out[j].Name
 	})
-	return out, nil
+	return out
 }
 
 // childAccess reads and writes one child generically.
@@ -230,17 +234,6 @@ func pointAt(obj metav1.Object, ch Child, oldUID types.UID, js *v1alpha2.JobSet)
 		}
 	}
 	return changed
-}
-
-// ownedBy reports whether the live child's references point only at the
-// native JobSet uid among JobSets (a finished migration).
-func ownedBy(obj metav1.Object, uid types.UID) bool {
-	for _, r := range obj.GetOwnerReferences() {
-		if r.Kind == "JobSet" && r.UID == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // resourceArg formats a resource as "<resource>.<version>.<group>", the

@@ -7,6 +7,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -68,24 +73,57 @@ func (m *migrator) deleteWebhooks(ctx context.Context) error {
 	return nil
 }
 
-// stopUpstream scales upstream's controller to zero and waits until its
-// pods are gone, so that it cannot recreate the Jobs it no longer owns.
+// stopUpstream scales upstream's controller to zero, waits until its pods
+// are gone and its leader election Lease is free, so that it cannot
+// recreate the Jobs it no longer owns.
 func (m *migrator) stopUpstream(ctx context.Context) error {
+	if err := m.stopDeployment(ctx); err != nil {
+		return err
+	}
+	return m.waitLeaseFree(ctx)
+}
+
+// upstreamDeployment reads upstream's controller Deployment; nil when
+// none is named, or none is found and the operator said that none runs.
+func (m *migrator) upstreamDeployment(ctx context.Context) (*appsv1.Deployment, error) {
 	if m.o.UpstreamController == "" {
-		return nil
+		return nil, nil // validate allows this only with NoUpstreamController
 	}
-	ns, name, ok := strings.Cut(m.o.UpstreamController, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("upstream controller %q: want <namespace>/<name>", m.o.UpstreamController)
+	ns, name, err := splitName("upstream controller", m.o.UpstreamController)
+	if err != nil {
+		return nil, err
 	}
-	deps := m.c.Kube.AppsV1().Deployments(ns)
-	dep, err := deps.Get(ctx, name, metav1.GetOptions{})
+	dep, err := m.c.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		m.logf("Deployment %s not found; assuming upstream's controller is not running", m.o.UpstreamController)
-		return nil
+		if m.o.NoUpstreamController {
+			return nil, nil
+		}
+		// Helm installs name it differently; both controllers would then
+		// manage the same Jobs.
+		return nil, fmt.Errorf("Deployment %s of upstream's controller not found: name it with --upstream-controller, "+
+			"or pass --no-upstream-controller if no upstream controller runs in this cluster", m.o.UpstreamController)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("reading Deployment %s: %w", m.o.UpstreamController, err)
+	}
+	return dep, nil
+}
+
+func (m *migrator) stopDeployment(ctx context.Context) error {
+	dep, err := m.upstreamDeployment(ctx)
+	if err != nil {
 		return err
+	}
+	if dep == nil {
+		m.logf("no Deployment of upstream's controller (%q); none runs, as told", m.o.UpstreamController)
+		return nil
+	}
+	ns, name := dep.Namespace, dep.Name
+	deps := m.c.Kube.AppsV1().Deployments(ns)
+	// An empty selector would match every pod of the namespace.
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil || dep.Spec.Selector == nil || sel.Empty() {
+		return fmt.Errorf("Deployment %s: cannot find its pods by its selector %v", m.o.UpstreamController, dep.Spec.Selector)
 	}
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 0 {
 		if _, err := deps.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
@@ -93,25 +131,72 @@ func (m *migrator) stopUpstream(ctx context.Context) error {
 		}
 		m.logf("scaled Deployment %s to zero", m.o.UpstreamController)
 	}
-	return m.wait(ctx, "upstream's controller to stop", func(ctx context.Context) (bool, error) {
+	// A terminating pod may still be reconciling: wait until no pod of
+	// the Deployment is left at all.
+	var left []string
+	err = m.wait(ctx, "upstream's controller to stop", func(ctx context.Context) (bool, error) {
 		d, err := deps.Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		if err == nil && (d.Status.ObservedGeneration < d.Generation || d.Status.Replicas != 0) {
+			return false, nil
+		}
+		pods, err := m.c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return false, err
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Name)
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil && len(left) > 0 {
+		return fmt.Errorf("%w; pods left: %s", err, strings.Join(left, ", "))
+	}
+	return err
+}
+
+// waitLeaseFree waits until upstream's leader election Lease is released
+// (no holder) or expired (not renewed within its duration), or is absent:
+// then no upstream controller acts, whatever its Deployment is called.
+func (m *migrator) waitLeaseFree(ctx context.Context) error {
+	ns, name, err := splitName("upstream lease", m.o.UpstreamLease)
+	if err != nil {
+		return err
+	}
+	var holder string
+	err = m.wait(ctx, "upstream's leader election Lease "+m.o.UpstreamLease+" to be released or to expire", func(ctx context.Context) (bool, error) {
+		l, err := m.c.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
 		if err != nil {
 			return false, err
 		}
-		return d.Status.Replicas == 0, nil
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder == "" || leaseExpired(l, time.Now()), nil
 	})
+	if err != nil && holder != "" {
+		return fmt.Errorf("%w: held by %q; an upstream controller still runs (name its Deployment with --upstream-controller), "+
+			"or, if none does, delete the Lease", err, holder)
+	}
+	return err
 }
 
-// stripFinalizers lets the CRD's deletion remove every JobSet even with
-// upstream's controller stopped.
-func (m *migrator) stripFinalizers(ctx context.Context) error {
-	list, err := m.c.Dynamic.Resource(upstreamGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing JobSets: %w", err)
+// leaseExpired reports whether the holder let the Lease lapse. Without a
+// renew time or duration it counts as held.
+func leaseExpired(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return false
 	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).Before(now)
+}
+
+// stripFinalizers lets the CRD's deletion remove every JobSet of list even
+// with upstream's controller stopped.
+func (m *migrator) stripFinalizers(ctx context.Context, list *unstructured.UnstructuredList) error {
 	for i := range list.Items {
 		u := &list.Items[i]
 		if len(u.GetFinalizers()) == 0 {

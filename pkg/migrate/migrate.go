@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,11 +53,8 @@ type migrator struct {
 // crash: each step looks at the cluster first.
 func Run(ctx context.Context, c Clients, o Options) error {
 	o.Defaults()
-	if o.BackupDir == "" {
-		return errors.New("a backup directory is required")
-	}
-	if o.StopAfter != "" && !slices.Contains(Steps, o.StopAfter) {
-		return fmt.Errorf("unknown step %q; one of %s", o.StopAfter, strings.Join(Steps, ", "))
+	if err := o.validate(); err != nil {
+		return err
 	}
 	m := &migrator{c: c, o: o}
 	err := m.run(ctx)
@@ -85,9 +83,16 @@ func (m *migrator) run(ctx context.Context) error {
 		return err
 	}
 	live := exists && !deleting
-	var items []*Item
+	var items, stale []*Item
 	if live {
 		if items, err = m.discover(ctx); err != nil {
+			return err
+		}
+		if stale, err = staleBackups(m.o.BackupDir, items); err != nil {
+			return err
+		}
+		// Refuse a missing upstream Deployment before changing anything.
+		if _, err := m.upstreamDeployment(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -106,8 +111,10 @@ func (m *migrator) run(ctx context.Context) error {
 		}
 	}
 	if m.o.DryRun {
-		m.printPlan(items, live, exists)
-		return nil
+		return m.printPlan(items, stale, live, exists)
+	}
+	if err := m.setAsideStale(stale); err != nil {
+		return err
 	}
 	if err := m.done(StepValidated); err != nil {
 		return err
@@ -123,35 +130,11 @@ func (m *migrator) run(ctx context.Context) error {
 		if err := m.done(StepUpstreamOff); err != nil {
 			return err
 		}
-		// Read again: nothing changes the JobSets or their children now.
-		if items, err = m.discover(ctx); err != nil {
+		if items, err = m.moveFrozen(ctx); err != nil {
 			return err
 		}
-		if err := m.backup(items); err != nil {
-			return err
-		}
-	} else if err := m.deleteWebhooks(ctx); err != nil {
+	} else if err := m.resume(ctx, items, exists); err != nil {
 		return err
-	}
-	if err := m.done(StepBackedUp); err != nil {
-		return err
-	}
-
-	for _, it := range items {
-		if err := m.orphan(ctx, it); err != nil {
-			return err
-		}
-	}
-	if err := m.done(StepOrphaned); err != nil {
-		return err
-	}
-	if exists {
-		if err := m.stripFinalizers(ctx); err != nil {
-			return err
-		}
-		if err := m.deleteCRD(ctx); err != nil {
-			return err
-		}
 	}
 	if err := m.done(StepCRDDeleted); err != nil {
 		return err
@@ -173,6 +156,7 @@ func (m *migrator) run(ctx context.Context) error {
 	if err := m.done(StepCreated); err != nil {
 		return err
 	}
+	migrated := 0
 	for i, it := range items {
 		if native[i] == nil {
 			continue // finished by an earlier run
@@ -180,9 +164,116 @@ func (m *migrator) run(ctx context.Context) error {
 		if err := m.adopt(ctx, it, native[i]); err != nil {
 			return err
 		}
+		migrated++
 	}
-	m.logf("migrated %d JobSet(s)", len(items))
+	m.logf("migrated %d JobSet(s)", migrated)
 	return nil
+}
+
+// moveFrozen backs the JobSets up, orphans their children and deletes the
+// CRD while a ValidatingAdmissionPolicy refuses every other client's JobSet
+// writes: a write in between would be lost with the CRD. The policy goes
+// when this returns, whether it succeeded or not.
+func (m *migrator) moveFrozen(ctx context.Context) (items []*Item, err error) {
+	if err := m.freeze(ctx); err != nil {
+		return nil, errors.Join(err, m.unfreeze(ctx))
+	}
+	defer func() { err = errors.Join(err, m.unfreeze(ctx)) }()
+
+	// Read again: nothing changes the JobSets or their children now.
+	if items, err = m.discover(ctx); err != nil {
+		return nil, err
+	}
+	stale, err := staleBackups(m.o.BackupDir, items)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.setAsideStale(stale); err != nil {
+		return nil, err
+	}
+	if err := m.backup(items); err != nil {
+		return nil, err
+	}
+	if err := m.done(StepBackedUp); err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if err := m.orphan(ctx, it); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.done(StepOrphaned); err != nil {
+		return nil, err
+	}
+	list, err := m.unchangedSinceBackup(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.stripFinalizers(ctx, list); err != nil {
+		return nil, err
+	}
+	return items, m.deleteCRD(ctx)
+}
+
+// resume finishes the first half of a run that got as far as deleting the
+// CRD (which may still be going), from the backups.
+func (m *migrator) resume(ctx context.Context, items []*Item, exists bool) error {
+	// A killed run may have left its freeze behind.
+	if err := m.unfreeze(ctx); err != nil {
+		return err
+	}
+	if err := m.deleteWebhooks(ctx); err != nil {
+		return err
+	}
+	if err := m.done(StepBackedUp); err != nil {
+		return err
+	}
+	for _, it := range items {
+		mk, err := readMarker(m.o.BackupDir, it)
+		if err != nil {
+			return err
+		}
+		if mk != nil {
+			continue // its children point at the native JobSet
+		}
+		if err := m.orphan(ctx, it); err != nil {
+			return err
+		}
+	}
+	if err := m.done(StepOrphaned); err != nil {
+		return err
+	}
+	if !exists {
+		return nil
+	}
+	list, err := m.c.Dynamic.Resource(upstreamGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing JobSets: %w", err)
+	}
+	if err := m.stripFinalizers(ctx, list); err != nil {
+		return err
+	}
+	return m.deleteCRD(ctx)
+}
+
+// setAsideStale moves backups whose JobSet the CRD no longer holds out of
+// the way and stops the run: they may be all that is left of JobSets a
+// killed run had not finished, so they are never deleted.
+func (m *migrator) setAsideStale(stale []*Item) error {
+	if len(stale) == 0 {
+		return nil
+	}
+	to, err := setAside(m.o.BackupDir, stale, time.Now())
+	if err != nil {
+		return fmt.Errorf("moving backups without a JobSet to %s: %w", to, err)
+	}
+	names := make([]string, 0, len(stale))
+	for _, it := range stale {
+		names = append(names, it.file)
+	}
+	return fmt.Errorf("%d backup(s) in %s belong to no JobSet of the CustomResourceDefinition (deleted since an earlier run, "+
+		"or the CRD was installed again after a migration): %s; moved them to %s and stopped; check them, then run again",
+		len(stale), m.o.BackupDir, strings.Join(names, ", "), to)
 }
 
 // discover reads and checks every JobSet of the CRD, with its children.
@@ -193,6 +284,7 @@ func (m *migrator) discover(ctx context.Context) ([]*Item, error) {
 	}
 	invalid := &InvalidError{Errors: map[string]field.ErrorList{}}
 	var items []*Item
+	byNamespace := map[string]childIndex{}
 	for i := range list.Items {
 		u := &list.Items[i]
 		if u.GetDeletionTimestamp() != nil {
@@ -208,11 +300,14 @@ func (m *migrator) discover(ctx context.Context) ([]*Item, error) {
 			invalid.Errors[u.GetNamespace()+"/"+u.GetName()] = errs
 			continue
 		}
-		children, err := m.listChildren(ctx, u.GetNamespace(), u.GetUID())
-		if err != nil {
-			return nil, err
+		idx, ok := byNamespace[u.GetNamespace()]
+		if !ok {
+			if idx, err = m.listChildren(ctx, u.GetNamespace()); err != nil {
+				return nil, err
+			}
+			byNamespace[u.GetNamespace()] = idx
 		}
-		items = append(items, &Item{OldUID: u.GetUID(), JobSet: js, Children: children})
+		items = append(items, &Item{OldUID: u.GetUID(), ResourceVersion: u.GetResourceVersion(), JobSet: js, Children: idx.of(u.GetUID())})
 	}
 	if len(invalid.Errors) > 0 {
 		return nil, invalid
@@ -258,13 +353,6 @@ func (m *migrator) backup(items []*Item) error {
 			return fmt.Errorf("backing up JobSet %s: %w", it.key(), err)
 		}
 	}
-	removed, err := removeStaleBackups(m.o.BackupDir, items)
-	for _, n := range removed {
-		m.logf("removed the backup %s of a JobSet that no longer exists", n)
-	}
-	if err != nil {
-		return err
-	}
 	m.logf("backed up %d JobSet(s) to %s", len(items), m.o.BackupDir)
 	return nil
 }
@@ -285,8 +373,25 @@ func (m *migrator) orphan(ctx context.Context, it *Item) error {
 // ensureNative creates the native JobSet (marked as migrating) and copies
 // its status. It returns nil when an earlier run finished this JobSet.
 func (m *migrator) ensureNative(ctx context.Context, it *Item) (*v1alpha2.JobSet, error) {
+	mk, err := readMarker(m.o.BackupDir, it)
+	if err != nil {
+		return nil, err
+	}
 	api := m.c.JobSets.JobsetV1alpha2().JobSets(it.JobSet.Namespace)
 	cur, err := api.Get(ctx, it.JobSet.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading JobSet %s: %w", it.key(), err)
+	}
+	if mk != nil {
+		// Migrated before. Only a run killed before it removed the
+		// annotation has anything left to do; a JobSet deleted since, or
+		// another one of the same name, is none of this run's business.
+		if err == nil && cur.UID == mk.NewUID && cur.Annotations[v1alpha2.MigratingKey] == string(it.OldUID) {
+			return cur, nil
+		}
+		m.logf("JobSet %s was migrated by an earlier run (uid %s); skipping its backup", it.key(), mk.NewUID)
+		return nil, nil
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		obj := &v1alpha2.JobSet{ObjectMeta: metaToCopy(&it.JobSet.ObjectMeta), Spec: it.JobSet.Spec}
@@ -295,17 +400,9 @@ func (m *migrator) ensureNative(ctx context.Context, it *Item) (*v1alpha2.JobSet
 			return nil, fmt.Errorf("creating JobSet %s: %w", it.key(), err)
 		}
 		m.logf("created JobSet %s (uid %s, was %s)", it.key(), cur.UID, it.OldUID)
-	case err != nil:
-		return nil, fmt.Errorf("reading JobSet %s: %w", it.key(), err)
 	case cur.Annotations[v1alpha2.MigratingKey] != string(it.OldUID):
-		done, err := m.finished(ctx, it, cur.UID)
-		if err != nil {
-			return nil, err
-		}
-		if !done {
-			return nil, fmt.Errorf("JobSet %s already exists natively and was not created by this migration; move it away and run again", it.key())
-		}
-		return nil, nil
+		// Without a marker it is not one this migration finished.
+		return nil, fmt.Errorf("JobSet %s already exists natively and was not created by this migration; move it away and run again", it.key())
 	}
 	want := it.JobSet.Status
 	if !apiequality.Semantic.DeepEqual(cur.Status, want) {
@@ -317,27 +414,10 @@ func (m *migrator) ensureNative(ctx context.Context, it *Item) (*v1alpha2.JobSet
 	return cur, nil
 }
 
-// finished reports whether every surviving child of the backup already
-// belongs to the native JobSet uid: the migration of this JobSet ended.
-func (m *migrator) finished(ctx context.Context, it *Item, uid types.UID) (bool, error) {
-	for _, ch := range it.Children {
-		owned := true
-		found, err := m.editChild(ctx, it.JobSet.Namespace, ch, func(obj metav1.Object) bool {
-			owned = ownedBy(obj, uid)
-			return false
-		})
-		if err != nil {
-			return false, err
-		}
-		if found && !owned {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// adopt points the children at the native JobSet, then lets the controller
-// take it over.
+// adopt points the children at the native JobSet, marks the backup done,
+// then lets the controller take the JobSet over. The marker comes before
+// the annotation's removal, so that a JobSet without the annotation and
+// without a marker is never this migration's.
 func (m *migrator) adopt(ctx context.Context, it *Item, js *v1alpha2.JobSet) error {
 	for _, ch := range it.Children {
 		found, err := m.editChild(ctx, js.Namespace, ch, func(obj metav1.Object) bool {
@@ -349,6 +429,9 @@ func (m *migrator) adopt(ctx context.Context, it *Item, js *v1alpha2.JobSet) err
 		if !found {
 			m.logf("%s %s/%s is gone; the controller recreates what is missing", ch.Kind, js.Namespace, ch.Name)
 		}
+	}
+	if err := writeMarker(m.o.BackupDir, it, js.UID); err != nil {
+		return fmt.Errorf("marking the backup of JobSet %s done: %w", it.key(), err)
 	}
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, v1alpha2.MigratingKey))
 	if _, err := m.c.JobSets.JobsetV1alpha2().JobSets(js.Namespace).Patch(ctx, js.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -368,7 +451,7 @@ func copyWith(m map[string]string, k, v string) map[string]string {
 }
 
 // printPlan describes what a run would do.
-func (m *migrator) printPlan(items []*Item, live, exists bool) {
+func (m *migrator) printPlan(items, stale []*Item, live, exists bool) error {
 	src := "CustomResourceDefinition " + m.o.CRDName
 	if !live {
 		src = "backups in " + m.o.BackupDir + " (the CustomResourceDefinition is gone or being deleted)"
@@ -379,18 +462,41 @@ func (m *migrator) printPlan(items []*Item, live, exists bool) {
 		step++
 		m.logf("%d. "+format, append([]any{step}, args...)...)
 	}
+	for _, it := range stale {
+		say("backup %s belongs to no JobSet of the CustomResourceDefinition: move it aside and stop", it.file)
+	}
 	if live {
 		say("delete webhook configurations %s (if present)", strings.Join(m.o.WebhookConfigurations, ", "))
 		if m.o.UpstreamController != "" {
-			say("scale Deployment %s to zero and wait for its pods to go", m.o.UpstreamController)
+			say("scale Deployment %s to zero and wait until none of its pods is left", m.o.UpstreamController)
 		}
+		say("wait until upstream's leader election Lease %s is released or expired", m.o.UpstreamLease)
+		say("block other clients' JobSet writes (ValidatingAdmissionPolicy %s) until the CustomResourceDefinition is deleted", freezeName)
 		say("write one backup per JobSet to %s", m.o.BackupDir)
+	} else {
+		say("remove ValidatingAdmissionPolicy %s if a killed run left it", freezeName)
 	}
+	marked := map[*Item]bool{}
 	for _, it := range items {
+		mk, err := readMarker(m.o.BackupDir, it)
+		if err != nil {
+			return err
+		}
+		if mk != nil {
+			marked[it] = true
+			say("JobSet %s: migrated by an earlier run (uid %s); skip", it.key(), mk.NewUID)
+			continue
+		}
 		say("JobSet %s (uid %s, restarts %d): orphan %s", it.key(), it.OldUID, it.JobSet.Status.Restarts, describeChildren(it.Children))
+	}
+	if live {
+		say("check that no JobSet changed since the backup")
 	}
 	if exists {
 		say("remove the JobSets' finalizers, delete CustomResourceDefinition %s and wait until it is gone", m.o.CRDName)
+	}
+	if live {
+		say("unblock JobSet writes")
 	}
 	switch {
 	case !m.o.RegisterAPIService:
@@ -401,9 +507,12 @@ func (m *migrator) printPlan(items []*Item, live, exists bool) {
 		say("register APIService %s for Service %s/%s port %d and wait until it is Available", apiServiceName, m.o.ServiceNamespace, m.o.ServiceName, m.o.ServicePort)
 	}
 	for _, it := range items {
-		say("JobSet %s: create natively with annotation %s, copy its status, point %d child object(s) at it, remove the annotation",
-			it.key(), v1alpha2.MigratingKey, len(it.Children))
+		if !marked[it] {
+			say("JobSet %s: create natively with annotation %s, copy its status, point %d child object(s) at it, mark its backup done, remove the annotation",
+				it.key(), v1alpha2.MigratingKey, len(it.Children))
+		}
 	}
+	return nil
 }
 
 func describeChildren(children []Child) string {

@@ -37,7 +37,7 @@ func migrateErr(reg registration, backups string, extra ...string) (string, erro
 	args := append([]string{
 		"--kubeconfig", stack.Kubeconfig,
 		"--backup-dir", backups,
-		"--upstream-controller", "", // none runs here
+		"--no-upstream-controller", // none runs here
 		"--service-namespace", reg.namespace,
 		"--service-name", reg.name,
 		"--service-port", fmt.Sprint(reg.port),
