@@ -1030,6 +1030,17 @@ func TestStaleBackupsSetAside(t *testing.T) {
 	}
 	olderData, _ := os.ReadFile(backupFile(e.dir, ns, "a"))
 
+	// A dry run names them and moves nothing.
+	if err := e.run(func(o *Options) { o.DryRun = true }); err != nil {
+		t.Fatal(err)
+	}
+	if out := e.out.String(); !strings.Contains(out, "backup team_gone.json belongs to no JobSet") || !strings.Contains(out, "backup team_a.json belongs to no JobSet") {
+		t.Fatalf("plan:\n%s", out)
+	}
+	if names := e.backups(); len(names) != 3 {
+		t.Fatalf("dry run changed the backups: %v", names)
+	}
+
 	err := e.run(nil)
 	if err == nil || !strings.Contains(err.Error(), "team_a.json, team_gone.json") || !strings.Contains(err.Error(), "moved them to") {
 		t.Fatalf("err = %v", err)
