@@ -24,6 +24,9 @@ type Config struct {
 	StorageRequestLimit int64
 	// Standalone is set when no Kubernetes cluster is behind the server.
 	Standalone bool
+	// OnStorageFull, when set, is called when etcd refuses a write for
+	// lack of space (the embedded etcd's maintenance then reports it).
+	OnStorageFull func()
 }
 
 // CompletedConfig is a Config with every default filled in.
@@ -31,6 +34,7 @@ type CompletedConfig struct {
 	GenericConfig       genericapiserver.CompletedConfig
 	StorageRequestLimit int64
 	Standalone          bool
+	OnStorageFull       func()
 }
 
 // Server is a JobSet API server ready to run.
@@ -40,7 +44,8 @@ type Server struct {
 
 // Complete fills in the defaults of the generic configuration.
 func (c *Config) Complete() CompletedConfig {
-	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), StorageRequestLimit: c.StorageRequestLimit, Standalone: c.Standalone}
+	return CompletedConfig{GenericConfig: c.GenericConfig.Complete(), StorageRequestLimit: c.StorageRequestLimit, Standalone: c.Standalone,
+		OnStorageFull: c.OnStorageFull}
 }
 
 // New builds the server and installs the jobset.x-k8s.io group.
@@ -51,7 +56,7 @@ func (c CompletedConfig) New() (*Server, error) {
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(jobset.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 
-	restOptions := sizeLimitedRESTOptions{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter, limit: c.StorageRequestLimit}
+	restOptions := sizeLimitedRESTOptions{RESTOptionsGetter: c.GenericConfig.RESTOptionsGetter, limit: c.StorageRequestLimit, onNoSpace: c.OnStorageFull}
 	jobsets, err := jobsetstorage.NewStorage(Scheme, restOptions)
 	if err != nil {
 		return nil, fmt.Errorf("creating jobsets storage: %w", err)

@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
-	"github.com/nativejobset/jobset/pkg/admission/quota"
 	"github.com/nativejobset/jobset/pkg/admission/volumeclaims"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/embeddedetcd"
@@ -84,13 +83,9 @@ func NewOptions(out, errOut io.Writer) *Options {
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
 	o.Recommended.Etcd.DefaultStorageMediaType = defaultStorageMediaType
-	// Our own admission: existing claims of volumeClaimPolicies. Then the
-	// cluster's ResourceQuotas, last as in kube-apiserver, so that only a
-	// request every other plugin admitted is charged to a quota.
+	// Our own admission: existing claims of volumeClaimPolicies.
 	volumeclaims.Register(o.Recommended.Admission.Plugins)
-	quota.Register(o.Recommended.Admission.Plugins)
-	o.Recommended.Admission.RecommendedPluginOrder = append(o.Recommended.Admission.RecommendedPluginOrder,
-		volumeclaims.PluginName, quota.PluginName)
+	o.Recommended.Admission.RecommendedPluginOrder = append(o.Recommended.Admission.RecommendedPluginOrder, volumeclaims.PluginName)
 	// Without a kubeconfig the server still runs, authenticating client
 	// certificates only and authorizing system:masters only.
 	o.Recommended.Authentication.RemoteKubeConfigFileOptional = true
@@ -109,9 +104,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.EmbeddedEtcdMaxRequestBytes, "embedded-etcd-max-request-bytes", o.EmbeddedEtcdMaxRequestBytes,
 		"The largest write the embedded etcd accepts, which bounds a stored JobSet (with its metadata and defaults); larger ones get 413. The server's etcd client sends at most 2 MiB whatever this says.")
 	fs.Int64Var(&o.EmbeddedEtcdQuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.EmbeddedEtcdQuotaBackendBytes,
-		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507, and /readyz fails) until enough is deleted; the alarm then clears by itself.")
+		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507; reads and deletes still work and /readyz stays ready) until enough is deleted; the alarm then clears by itself, and both are logged and in the metric jobset_apiserver_embedded_etcd_nospace_alarm.")
 	fs.DurationVar(&o.EmbeddedEtcdMaintenanceInterval, "embedded-etcd-maintenance-interval", o.EmbeddedEtcdMaintenanceInterval,
-		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
+		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB; at most once every 30 minutes, as a defragmentation stalls all JobSet reads and writes while it runs), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
 	fs.BoolVar(&o.EmbeddedEtcdUnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.EmbeddedEtcdUnsafeNoFsync,
 		"Unsafe: the embedded etcd does not fsync its writes (etcd's --unsafe-no-fsync), so a crash of the machine can lose acknowledged writes. For test clusters whose own etcd runs the same way.")
 }
@@ -121,7 +116,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Complete() error {
 	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 	if o.Recommended.CoreAPI != nil && o.Recommended.CoreAPI.CoreAPIKubeconfigPath == "" && !inCluster {
-		klog.Warning("No --kubeconfig and not in a cluster: running standalone, without admission webhooks, admission policies, resource quota and priority and fairness")
+		klog.Warning("No --kubeconfig and not in a cluster: running standalone, without admission webhooks, admission policies and priority and fairness")
 		o.standalone = true
 		o.Recommended.CoreAPI = nil
 		o.Recommended.Admission = nil
@@ -172,7 +167,15 @@ func (o *Options) Config() (*Config, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 
-	o.Recommended.ExtraAdmissionInitializers = admissionInitializers
+	o.Recommended.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		if c.SharedInformerFactory == nil {
+			return nil, nil
+		}
+		services := c.SharedInformerFactory.Core().V1().Services().Lister()
+		return []admission.PluginInitializer{
+			webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
+		}, nil
+	}
 
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
@@ -196,23 +199,11 @@ func (o *Options) Config() (*Config, error) {
 	c := &Config{GenericConfig: cfg, Standalone: o.standalone}
 	if o.embeddedEtcd != nil {
 		c.StorageRequestLimit = o.EmbeddedEtcdMaxRequestBytes
-		cfg.ReadyzChecks = append(cfg.ReadyzChecks, o.embeddedEtcd.SpaceCheck())
+		// NOSPACE is not a readiness failure: reads and the deletes that
+		// free space must still be routed here.
+		c.OnStorageFull = o.embeddedEtcd.NoticeNospace
 	}
 	return c, nil
-}
-
-// admissionInitializers are the initializers our admission plugins need
-// beyond the generic ones: webhook services resolved as kube-apiserver
-// resolves them, and what ResourceQuota counts.
-func admissionInitializers(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
-	if c.SharedInformerFactory == nil {
-		return nil, nil
-	}
-	services := c.SharedInformerFactory.Core().V1().Services().Lister()
-	return []admission.PluginInitializer{
-		webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
-		quota.NewInitializer(),
-	}, nil
 }
 
 // StopEmbeddedEtcd stops the embedded etcd, if one was started.

@@ -30,6 +30,8 @@ type sizeLimitedRESTOptions struct {
 	// limit is etcd's --max-request-bytes when known (the embedded etcd's),
 	// else 0.
 	limit int64
+	// onNoSpace, when set, is called when etcd refuses a write for space.
+	onNoSpace func()
 }
 
 func (g sizeLimitedRESTOptions) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
@@ -48,15 +50,16 @@ func (g sizeLimitedRESTOptions) GetRESTOptions(resource schema.GroupResource, ex
 		if err != nil {
 			return nil, nil, err
 		}
-		return &sizeLimitedStorage{Interface: s, resource: resource, limit: g.limit}, destroy, nil
+		return &sizeLimitedStorage{Interface: s, resource: resource, limit: g.limit, onNoSpace: g.onNoSpace}, destroy, nil
 	}
 	return opts, nil
 }
 
 type sizeLimitedStorage struct {
 	storage.Interface
-	resource schema.GroupResource
-	limit    int64
+	resource  schema.GroupResource
+	limit     int64
+	onNoSpace func()
 }
 
 func (s *sizeLimitedStorage) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
@@ -74,6 +77,9 @@ func (s *sizeLimitedStorage) interpret(err error) error {
 		return nil
 	}
 	if errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) || strings.Contains(err.Error(), rpctypes.ErrNoSpace.Error()) {
+		if s.onNoSpace != nil {
+			s.onNoSpace()
+		}
 		return &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure,
 			Code:   http.StatusInsufficientStorage,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 )
 
@@ -35,6 +34,17 @@ type Config struct {
 	// MinDefragBytes is the smallest database worth defragmenting when
 	// mostly free (default 64 MiB); a raised NOSPACE alarm ignores it.
 	MinDefragBytes int64
+	// MinDefragInterval is the least time between two defragmentations
+	// of a mostly free database (default DefaultMinDefragInterval). A
+	// defragmentation stalls every read and write of the member while it
+	// runs, and anyone who may create and delete JobSets can free space:
+	// the bound keeps that from stalling the API at will. Recovery from a
+	// raised NOSPACE alarm is not bounded: writes are refused until then.
+	MinDefragInterval time.Duration
+	// OnAlarmChange, when set, is called when the NOSPACE alarm is seen
+	// raised and when it is cleared, with a message for an operator (an
+	// event); the maintainer logs and exports the metric itself.
+	OnAlarmChange func(raised bool, message string)
 	// UnsafeNoFsync skips fsync on every write, as etcd's
 	// --unsafe-no-fsync: a crash of the machine (not of the process) can
 	// lose acknowledged writes. For throwaway test clusters only.
@@ -48,6 +58,9 @@ const (
 	DefaultMaxRequestBytes = 3 * 512 * 1024
 	// DefaultQuotaBackendBytes is etcd's own default quota, 2 GiB.
 	DefaultQuotaBackendBytes = 2 * 1024 * 1024 * 1024
+	// DefaultMinDefragInterval bounds how often a mostly free database
+	// is defragmented.
+	DefaultMinDefragInterval = 30 * time.Minute
 	// snapshotCatchUpEntries is how many applied raft entries etcd keeps
 	// in memory after each in-memory snapshot. They serve only followers
 	// that fell behind, and a one-member cluster has none; etcd's default
@@ -95,6 +108,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.MinDefragBytes == 0 {
 		cfg.MinDefragBytes = 64 * 1024 * 1024
 	}
+	if cfg.MinDefragInterval == 0 {
+		cfg.MinDefragInterval = DefaultMinDefragInterval
+	}
 
 	ec := embed.NewConfig()
 	ec.Name = "jobset-apiserver"
@@ -114,6 +130,11 @@ func Start(cfg Config) (*Server, error) {
 	client, err := clientURL(dir, cfg.ClientPort)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ClientPort > 0 {
+		klog.Warningf("UNSAFE: the embedded etcd serves plaintext, unauthenticated clients on 127.0.0.1:%d (--embedded-etcd-client-port): "+
+			"any process on this machine, or in this pod's network namespace, can read and change every JobSet there, bypassing authentication, "+
+			"authorization, admission and validation. Use it only while debugging; the default (0) serves only the private unix socket.", cfg.ClientPort)
 	}
 	ec.ListenPeerUrls = []url.URL{peerListen}
 	ec.AdvertisePeerUrls = []url.URL{peer}
@@ -144,7 +165,7 @@ func Start(cfg Config) (*Server, error) {
 	if client.Scheme == "http" {
 		s.ClientURL = "http://" + e.Clients[0].Addr().String()
 	}
-	s.maintenance = newMaintainer(e, cfg.QuotaBackendBytes, cfg.MinDefragBytes, cfg.MaintenanceInterval)
+	s.maintenance = newMaintainer(e, cfg)
 	klog.InfoS("Embedded etcd is serving", "dir", dir, "url", s.ClientURL)
 	return s, nil
 }
@@ -159,9 +180,17 @@ func (s *Server) Stop() {
 	}
 }
 
-// SpaceCheck is a readiness check that fails while etcd refuses writes for
-// lack of space.
-func (s *Server) SpaceCheck() healthz.HealthChecker { return spaceCheck{s.maintenance} }
+// NospaceRaised reports whether etcd refuses writes for lack of space. It
+// is not a readiness check: reads and deletes, which free the space, still
+// work, and with one replica a failing /readyz would stop kube-apiserver
+// from routing them here.
+func (s *Server) NospaceRaised() bool {
+	return s.maintenance.alarm.Load() || s.maintenance.nospaceRaised()
+}
+
+// NoticeNospace asks for a maintenance pass soon, after a write was
+// refused for lack of space: it records the alarm and reports it.
+func (s *Server) NoticeNospace() { s.maintenance.kick() }
 
 // CheckSpace runs the maintenance at once (sizes, defragmentation, alarm).
 func (s *Server) CheckSpace() { s.maintenance.check() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -58,24 +56,28 @@ var (
 
 // maintainer watches one member's database.
 type maintainer struct {
-	etcd   *embed.Etcd
-	quota  int64
-	minDB  int64
-	alarm  atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
-	kicked chan struct{}
+	etcd        *embed.Etcd
+	quota       int64
+	minDB       int64
+	minInterval time.Duration
+	onChange    func(raised bool, message string)
+	lastDefrag  time.Time // of a mostly free database; only check touches it
+	alarm       atomic.Bool
+	stop        chan struct{}
+	done        chan struct{}
+	kicked      chan struct{}
 }
 
-func newMaintainer(e *embed.Etcd, quota, minDefragBytes int64, every time.Duration) *maintainer {
+func newMaintainer(e *embed.Etcd, cfg Config) *maintainer {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(dbSizeBytes, dbSizeInUseBytes, quotaBytes, nospaceAlarm, defragsTotal)
 	})
-	m := &maintainer{etcd: e, quota: quota, minDB: minDefragBytes,
-		stop: make(chan struct{}), done: make(chan struct{}), kicked: make(chan struct{}, 1)}
-	quotaBytes.Set(float64(quota))
+	m := &maintainer{etcd: e, quota: cfg.QuotaBackendBytes, minDB: cfg.MinDefragBytes, minInterval: cfg.MinDefragInterval,
+		onChange: cfg.OnAlarmChange,
+		stop:     make(chan struct{}), done: make(chan struct{}), kicked: make(chan struct{}, 1)}
+	quotaBytes.Set(float64(m.quota))
 	m.check()
-	go m.run(every)
+	go m.run(cfg.MaintenanceInterval)
 	return m
 }
 
@@ -115,7 +117,12 @@ func (m *maintainer) check() {
 	free := size - inUse
 	mostlyFree := free > 0 && float64(free) >= defragFreeRatio*float64(size) && size >= m.minDB
 	fits := float64(inUse) < alarmClearRatio*float64(m.quota)
-	if mostlyFree || (alarmed && fits && free > 0) {
+	recovering := alarmed && fits && free > 0
+	if mostlyFree && !recovering && !m.lastDefrag.IsZero() && time.Since(m.lastDefrag) < m.minInterval {
+		klog.V(2).InfoS("Defragmentation of the embedded etcd postponed", "lastDefrag", m.lastDefrag, "minInterval", m.minInterval)
+		mostlyFree = false
+	}
+	if mostlyFree || recovering {
 		start := time.Now()
 		if err := m.etcd.Server.Defragment(); err != nil {
 			defragsTotal.WithLabelValues("error").Inc()
@@ -123,6 +130,9 @@ func (m *maintainer) check() {
 		} else {
 			defragsTotal.WithLabelValues("success").Inc()
 			klog.InfoS("Defragmented the embedded etcd", "sizeBefore", size, "sizeAfter", be.Size(), "duration", time.Since(start))
+		}
+		if !recovering {
+			m.lastDefrag = time.Now()
 		}
 		size, inUse = be.Size(), be.SizeInUse()
 	}
@@ -134,7 +144,9 @@ func (m *maintainer) check() {
 			alarmed = m.nospaceRaised()
 		}
 	}
-	m.alarm.Store(alarmed)
+	if was := m.alarm.Swap(alarmed); was != alarmed {
+		m.report(alarmed, size, inUse)
+	}
 	dbSizeBytes.Set(float64(size))
 	dbSizeInUseBytes.Set(float64(inUse))
 	if alarmed {
@@ -186,21 +198,20 @@ func (m *maintainer) kick() {
 	}
 }
 
-// spaceCheck fails /readyz while the NOSPACE alarm is raised: the server
-// can read but not write. It is not a liveness check: a restart frees
-// nothing.
-type spaceCheck struct{ m *maintainer }
-
-func (c spaceCheck) Name() string { return "embedded-etcd-space" }
-
-func (c spaceCheck) Check(*http.Request) error {
-	if c.m.alarm.Load() || c.m.nospaceRaised() {
-		// Report it now; the maintenance pass that may clear it follows.
-		nospaceAlarm.Set(1)
-		c.m.kick()
-		return fmt.Errorf("the embedded etcd's NOSPACE alarm is raised: its database reached the quota of %d bytes and writes are refused until JobSets are deleted", c.m.quota)
+// report tells the logs and the OnAlarmChange hook that the alarm was
+// raised or cleared.
+func (m *maintainer) report(raised bool, size, inUse int64) {
+	var msg string
+	if raised {
+		msg = fmt.Sprintf("The embedded etcd's NOSPACE alarm is raised: its database (%d bytes, %d in use) reached the quota of %d bytes. "+
+			"JobSet writes get 507 until JobSets are deleted; reads and deletes work, and the alarm clears by itself once the data in use is under half the quota.",
+			size, inUse, m.quota)
+		klog.ErrorS(nil, msg)
+	} else {
+		msg = fmt.Sprintf("The embedded etcd's NOSPACE alarm is cleared (database %d bytes, %d in use, quota %d bytes): JobSet writes work again.", size, inUse, m.quota)
+		klog.InfoS(msg)
 	}
-	return nil
+	if m.onChange != nil {
+		m.onChange(raised, msg)
+	}
 }
-
-var _ healthz.HealthChecker = spaceCheck{}

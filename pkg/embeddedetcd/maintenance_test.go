@@ -10,16 +10,24 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/testutil"
 )
 
 // Filling the database past the quota raises NOSPACE: writes are refused,
-// the readiness check fails and the metric says so. Once the data is
+// and the metric and the alarm hook say so. Once the data is
 // deleted and compacted, a maintenance pass defragments the file, disarms
 // the alarm, and writes work again.
 func TestNospaceAlarmClearsWhenSpaceIsFreed(t *testing.T) {
 	const quota = 32 * 1024 * 1024
-	s, err := Start(Config{Dir: t.TempDir(), QuotaBackendBytes: quota, MaintenanceInterval: time.Hour})
+	var changes []bool
+	s, err := Start(Config{Dir: t.TempDir(), QuotaBackendBytes: quota, MaintenanceInterval: time.Hour,
+		OnAlarmChange: func(raised bool, msg string) {
+			changes = append(changes, raised)
+			if !strings.Contains(msg, "NOSPACE") {
+				t.Errorf("alarm message %q does not name NOSPACE", msg)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +52,11 @@ func TestNospaceAlarmClearsWhenSpaceIsFreed(t *testing.T) {
 		t.Fatalf("three times the quota was written without a NOSPACE error")
 	}
 	s.CheckSpace()
-	if err := s.SpaceCheck().Check(nil); err == nil || !strings.Contains(err.Error(), "NOSPACE") {
-		t.Errorf("readiness check with the alarm raised: %v, want a NOSPACE error", err)
+	if !s.NospaceRaised() {
+		t.Errorf("NospaceRaised with the alarm raised: false")
+	}
+	if fmt.Sprint(changes) != "[true]" {
+		t.Errorf("alarm hook calls %v, want [true]", changes)
 	}
 	if v, _ := testutil.GetGaugeMetricValue(nospaceAlarm); v != 1 {
 		t.Errorf("nospace alarm metric = %v, want 1", v)
@@ -63,8 +74,11 @@ func TestNospaceAlarmClearsWhenSpaceIsFreed(t *testing.T) {
 	}
 	sizeBefore := s.etcd.Server.Backend().Size()
 	s.CheckSpace()
-	if err := s.SpaceCheck().Check(nil); err != nil {
-		t.Errorf("readiness check after freeing space: %v", err)
+	if s.NospaceRaised() {
+		t.Errorf("NospaceRaised after freeing space: true")
+	}
+	if fmt.Sprint(changes) != "[true false]" {
+		t.Errorf("alarm hook calls %v, want [true false]", changes)
 	}
 	if v, _ := testutil.GetGaugeMetricValue(nospaceAlarm); v != 0 {
 		t.Errorf("nospace alarm metric after freeing space = %v, want 0", v)
@@ -111,6 +125,7 @@ func TestDefragmentsWhenMostlyFree(t *testing.T) {
 	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
+	waitMostlyFree(t, s)
 	before := s.etcd.Server.Backend().Size()
 	s.CheckSpace()
 	if defrags() != n0+1 {
@@ -121,5 +136,81 @@ func TestDefragmentsWhenMostlyFree(t *testing.T) {
 	}
 	if v, _ := testutil.GetGaugeMetricValue(dbSizeBytes); int64(v) != s.etcd.Server.Backend().Size() {
 		t.Errorf("db size metric %v, file %d", v, s.etcd.Server.Backend().Size())
+	}
+}
+
+// A mostly free database is defragmented at most once per
+// MinDefragInterval: whoever may create and delete JobSets cannot stall
+// the member with a defragmentation whenever they like.
+func TestDefragmentationIsRateLimited(t *testing.T) {
+	if n := defragsOfSecondFreeing(t, time.Nanosecond); n != 1 {
+		t.Fatalf("with no effective interval the second freeing made %v defragmentations, want 1", n)
+	}
+	if n := defragsOfSecondFreeing(t, time.Hour); n != 0 {
+		t.Errorf("within MinDefragInterval the second freeing made %v defragmentations, want 0", n)
+	}
+}
+
+// defragsOfSecondFreeing frees most of a database twice, with a
+// maintenance pass after each, and returns how many defragmentations the
+// second pass made. The first pass (or the one at start) defragments.
+func defragsOfSecondFreeing(t *testing.T, interval time.Duration) float64 {
+	t.Helper()
+	s, err := Start(Config{Dir: t.TempDir(), MaintenanceInterval: time.Hour, MinDefragBytes: 1, MinDefragInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := client(t, s)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	defrags := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(defragsTotal.WithLabelValues("success"))
+		return v
+	}
+	fillAndFree := func(prefix string) {
+		t.Helper()
+		value := strings.Repeat("v", 512*1024)
+		for i := 0; i < 16; i++ {
+			if _, err := c.Put(ctx, fmt.Sprintf("%s%d", prefix, i), value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := c.Delete(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillAndFree("/registry/a/")
+	waitMostlyFree(t, s)
+	s.CheckSpace()
+	if s.maintenance.lastDefrag.IsZero() {
+		t.Fatalf("a mostly free database was never defragmented")
+	}
+	fillAndFree("/registry/b/")
+	waitMostlyFree(t, s)
+	n := defrags()
+	s.CheckSpace()
+	return defrags() - n
+}
+
+// waitMostlyFree returns once at least half of the database file is free.
+// Pages that a compaction frees count as free only once no read
+// transaction holds them any more: only after later commits, which an
+// idle member does not make, so the poll commits.
+func waitMostlyFree(t *testing.T, s *Server) {
+	t.Helper()
+	be := s.etcd.Server.Backend()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		be.ForceCommit()
+		size := be.Size()
+		return float64(size-be.SizeInUse()) >= defragFreeRatio*float64(size), nil
+	})
+	if err != nil {
+		t.Fatalf("the database did not become mostly free: size %d, in use %d", be.Size(), be.SizeInUse())
 	}
 }

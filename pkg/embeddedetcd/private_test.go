@@ -1,8 +1,10 @@
 package embeddedetcd
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // By default the client and peer listeners are sockets inside the data
@@ -119,5 +123,35 @@ func TestHTTPFromBrowsersGetsNoData(t *testing.T) {
 				t.Errorf("the response carries the stored value: %q", body)
 			}
 		})
+	}
+}
+
+// A plaintext client port says loudly, at start, what it exposes; the
+// default unix socket says nothing of the kind.
+func TestPlaintextClientPortWarns(t *testing.T) {
+	var logged bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&logged)
+	defer func() {
+		klog.SetOutput(io.Discard)
+		klog.LogToStderr(true)
+	}()
+	start := func(cfg Config) string {
+		logged.Reset()
+		s, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Stop()
+		klog.Flush()
+		return logged.String()
+	}
+	if out := start(Config{Dir: t.TempDir()}); strings.Contains(out, "UNSAFE") {
+		t.Errorf("the unix socket logged an unsafe warning:\n%s", out)
+	}
+	port := freePort(t)
+	out := start(Config{Dir: t.TempDir(), ClientPort: port})
+	if !strings.Contains(out, "UNSAFE") || !strings.Contains(out, fmt.Sprintf("127.0.0.1:%d", port)) {
+		t.Errorf("a plaintext client port on %d logged no warning naming it:\n%s", port, out)
 	}
 }

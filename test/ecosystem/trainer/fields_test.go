@@ -143,7 +143,7 @@ func ownedFields(js *unstructured.Unstructured, manager, operation string) (*fie
 		}
 		set := &fieldpath.Set{}
 		if e.FieldsV1 != nil {
-			if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			if err := set.FromJSON(bytes.NewReader(e.FieldsV1.GetRawBytes())); err != nil {
 				return nil, true, err
 			}
 		}

@@ -153,7 +153,7 @@ func managedFieldsString(js *v1alpha2.JobSet) string {
 	for _, m := range js.ManagedFields {
 		b.WriteString(m.Manager + "/" + string(m.Operation) + "/" + m.Subresource + ": ")
 		if m.FieldsV1 != nil {
-			b.Write(m.FieldsV1.Raw)
+			b.Write(m.FieldsV1.GetRawBytes())
 		}
 		b.WriteString("\n")
 	}
@@ -169,7 +169,7 @@ func owns(t *testing.T, js *v1alpha2.JobSet, manager, subresource string, path f
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(m.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(bytes.NewReader(m.FieldsV1.GetRawBytes())); err != nil {
 			t.Fatalf("decoding managedFields of %s: %v", manager, err)
 		}
 		if set.Has(path) {

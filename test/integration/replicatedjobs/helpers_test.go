@@ -137,7 +137,7 @@ func ownsParallelism(t *testing.T, e metav1.ManagedFieldsEntry, rj string) bool 
 		return false
 	}
 	var m map[string]interface{}
-	if err := json.Unmarshal(e.FieldsV1.Raw, &m); err != nil {
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &m); err != nil {
 		t.Fatalf("decoding managed fields of %s: %v", e.Manager, err)
 	}
 	key, _ := json.Marshal(map[string]string{"name": rj})
