@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
+	"github.com/nativejobset/jobset/pkg/admission/quota"
 	"github.com/nativejobset/jobset/pkg/admission/volumeclaims"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/embeddedetcd"
@@ -83,9 +84,13 @@ func NewOptions(out, errOut io.Writer) *Options {
 	o.Recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha2.SchemeGroupVersion, schema.GroupKind{Group: v1alpha2.GroupName})
 	o.Recommended.Etcd.DefaultStorageMediaType = defaultStorageMediaType
-	// Our own admission: existing claims of volumeClaimPolicies.
+	// Our own admission: existing claims of volumeClaimPolicies. Then the
+	// cluster's ResourceQuotas, last as in kube-apiserver, so that only a
+	// request every other plugin admitted is charged to a quota.
 	volumeclaims.Register(o.Recommended.Admission.Plugins)
-	o.Recommended.Admission.RecommendedPluginOrder = append(o.Recommended.Admission.RecommendedPluginOrder, volumeclaims.PluginName)
+	quota.Register(o.Recommended.Admission.Plugins)
+	o.Recommended.Admission.RecommendedPluginOrder = append(o.Recommended.Admission.RecommendedPluginOrder,
+		volumeclaims.PluginName, quota.PluginName)
 	// Without a kubeconfig the server still runs, authenticating client
 	// certificates only and authorizing system:masters only.
 	o.Recommended.Authentication.RemoteKubeConfigFileOptional = true
@@ -116,7 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Complete() error {
 	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 	if o.Recommended.CoreAPI != nil && o.Recommended.CoreAPI.CoreAPIKubeconfigPath == "" && !inCluster {
-		klog.Warning("No --kubeconfig and not in a cluster: running standalone, without admission webhooks, admission policies and priority and fairness")
+		klog.Warning("No --kubeconfig and not in a cluster: running standalone, without admission webhooks, admission policies, resource quota and priority and fairness")
 		o.standalone = true
 		o.Recommended.CoreAPI = nil
 		o.Recommended.Admission = nil
@@ -167,15 +172,7 @@ func (o *Options) Config() (*Config, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 
-	o.Recommended.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
-		if c.SharedInformerFactory == nil {
-			return nil, nil
-		}
-		services := c.SharedInformerFactory.Core().V1().Services().Lister()
-		return []admission.PluginInitializer{
-			webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
-		}, nil
-	}
+	o.Recommended.ExtraAdmissionInitializers = admissionInitializers
 
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
@@ -204,6 +201,20 @@ func (o *Options) Config() (*Config, error) {
 		c.OnStorageFull = o.embeddedEtcd.NoticeNospace
 	}
 	return c, nil
+}
+
+// admissionInitializers are the initializers our admission plugins need
+// beyond the generic ones: webhook services resolved as kube-apiserver
+// resolves them, and what ResourceQuota counts.
+func admissionInitializers(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+	if c.SharedInformerFactory == nil {
+		return nil, nil
+	}
+	services := c.SharedInformerFactory.Core().V1().Services().Lister()
+	return []admission.PluginInitializer{
+		webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
+		quota.NewInitializer(),
+	}, nil
 }
 
 // StopEmbeddedEtcd stops the embedded etcd, if one was started.
