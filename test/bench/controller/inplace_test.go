@@ -308,7 +308,10 @@ func (a *podAgents) crash(pod, jobSet string) error {
 //     containers restart, the others restart in place; the op ends when
 //     every JobSet's currentInPlaceRestartAttempt is 1 (every barrier lifted).
 //
-// inplace/recreate is the ratio of the two.
+// Each half runs in a namespace of its own, deleted and waited for before
+// the other starts; which half goes first alternates between ops
+// (-benchtime 2x or more for both orders). inplace/recreate is the ratio
+// of the two.
 //
 // BENCH_INPLACE_ONLY=1 measures only the in-place restart.
 // BENCH_RESTART_TRACE=1 writes the in-place restart's timeline (when each
@@ -318,31 +321,29 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 	traced := os.Getenv("BENCH_RESTART_TRACE") == "1"
 	groups, perJobSet := envInt("BENCH_RESTART_JOBSETS", 20), envInt("BENCH_JOBS_PER_JOBSET", 4)
 	total := groups * perJobSet
-	var recreateSum, inPlaceSum time.Duration
-	for i := 0; i < b.N; i++ {
-		// Recreate.
-		var recreate time.Duration
-		if !inPlaceOnly {
-			ns := newNamespace(b, "ip-recreate")
-			createRestartJobSets(b, ns, groups, perJobSet, false)
-			waitPodCount(b, ns, total)
-			waitJobSetsSettled(b, ns, groups, perJobSet)
-			victims := onePodPerGroup(b, ns, groups, v1alpha2.RestartsKey+"=0")
-			var cpuBefore, requestsBefore map[string]float64
-			if traced {
-				cpuBefore, requestsBefore = clusterCPUSeconds(), apiRequestCounts(b)
-			}
-			start := time.Now()
-			failPods(b, ns, victims)
-			recreate = waitRunningPods(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
-			if traced {
-				writeTrace(b, ns, cpuTable(cpuBefore, clusterCPUSeconds(), recreate)+requestTable(requestsBefore, apiRequestCounts(b)))
-			}
-			// The in-place half gets the cluster to itself.
-			deleteNamespace(b, ns)
+	// Recreate: the failed pod fails its Job, and the JobSet recreates them.
+	recreateHalf := func() time.Duration {
+		ns := newNamespace(b, "ip-recreate")
+		createRestartJobSets(b, ns, groups, perJobSet, false)
+		waitPodCount(b, ns, total)
+		waitJobSetsSettled(b, ns, groups, perJobSet)
+		victims := onePodPerGroup(b, ns, groups, v1alpha2.RestartsKey+"=0")
+		var cpuBefore, requestsBefore map[string]float64
+		if traced {
+			cpuBefore, requestsBefore = clusterCPUSeconds(), apiRequestCounts(b)
 		}
-
-		// InPlaceRestart.
+		start := time.Now()
+		failPods(b, ns, victims)
+		recreate := waitRunningPods(b, ns, v1alpha2.RestartsKey+"=1", total).Sub(start)
+		if traced {
+			writeTrace(b, ns, cpuTable(cpuBefore, clusterCPUSeconds(), recreate)+requestTable(requestsBefore, apiRequestCounts(b)))
+		}
+		// The other half gets the cluster to itself.
+		deleteNamespace(b, ns)
+		return recreate
+	}
+	// InPlaceRestart: agents in this process restart the containers.
+	inPlaceHalf := func() time.Duration {
 		ins := newNamespace(b, "ip-inplace")
 		ctx, cancel := context.WithCancel(context.Background())
 		agents := newPodAgents(ctx, ins)
@@ -390,6 +391,23 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 		}
 		profiled()
 
+		deleteNamespace(b, ins)
+		return inPlace
+	}
+	var recreateSum, inPlaceSum time.Duration
+	for i := 0; i < b.N; i++ {
+		// The first half of a round alternates between rounds.
+		var recreate, inPlace time.Duration
+		switch {
+		case inPlaceOnly:
+			inPlace = inPlaceHalf()
+		case i%2 == 0:
+			recreate = recreateHalf()
+			inPlace = inPlaceHalf()
+		default:
+			inPlace = inPlaceHalf()
+			recreate = recreateHalf()
+		}
 		b.Logf("round %d: Recreate %.2fs, InPlaceRestart %.2fs (%d JobSets × %d Jobs)", i, recreate.Seconds(), inPlace.Seconds(), groups, perJobSet)
 		recreateSum += recreate
 		inPlaceSum += inPlace
