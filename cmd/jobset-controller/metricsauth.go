@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"net/http"
 	"os"
 	"sort"
@@ -58,10 +59,24 @@ func newMetricsAuth(tokens tokenReviewer, access accessReviewer, ttl time.Durati
 	}
 }
 
+// maxTokenBytes bounds the bearer tokens sent to TokenReview. A
+// service-account token (an RS256 JWT with pod and node bindings) is 1–2 KiB
+// and OIDC ID tokens with long group lists stay within a few KiB; anything
+// larger is refused without costing the API server a review. It is half of
+// maxHeaderBytes, so such a token always reaches this check.
+const maxTokenBytes = 8 << 10
+
 // wrap serves h to callers that are authenticated (else 401) and allowed
-// get on the request's path (else 403).
+// the request's verb on its path (else 403).
 func (a *metricsAuth) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		verb, ok := nonResourceVerb(r.Method)
+		if !ok {
+			// No verb to review: refuse before any review is spent.
+			w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
 		u, err := a.authenticate(r)
 		if err != nil {
 			klog.ErrorS(err, "Reviewing a metrics scraper's token")
@@ -72,18 +87,36 @@ func (a *metricsAuth) wrap(h http.Handler) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		ok, err := a.authorize(r.Context(), u, r.URL.Path)
+		ok, err = a.authorize(r.Context(), u, verb, r.URL.Path)
 		if err != nil {
 			klog.ErrorS(err, "Authorizing a metrics scraper", "user", u.Username)
 			http.Error(w, "authorization failed", http.StatusInternalServerError)
 			return
 		}
 		if !ok {
-			http.Error(w, "Forbidden: "+u.Username+" may not get "+r.URL.Path, http.StatusForbidden)
+			http.Error(w, "Forbidden: "+u.Username+" may not "+verb+" "+r.URL.Path, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// nonResourceVerb is the Kubernetes verb of a request to a non-resource
+// URL, as kube-apiserver names it; false for methods without one.
+func nonResourceVerb(method string) (string, bool) {
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		return "get", true
+	case http.MethodPost:
+		return "create", true
+	case http.MethodPut:
+		return "update", true
+	case http.MethodPatch:
+		return "patch", true
+	case http.MethodDelete:
+		return "delete", true
+	}
+	return "", false
 }
 
 // authenticate returns the caller, nil when it has no valid credentials.
@@ -97,6 +130,10 @@ func (a *metricsAuth) authenticate(r *http.Request) (*authenticationv1.UserInfo,
 	}
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
+		return nil, nil
+	}
+	if len(token) > maxTokenBytes {
+		klog.V(2).InfoS("Refusing an oversized bearer token on the metrics endpoint", "bytes", len(token), "limit", maxTokenBytes)
 		return nil, nil
 	}
 	key := sha256.Sum256([]byte(token))
@@ -131,9 +168,9 @@ func bearerToken(header string) (string, bool) {
 	return token, token != ""
 }
 
-// authorize asks whether u may get path.
-func (a *metricsAuth) authorize(ctx context.Context, u *authenticationv1.UserInfo, path string) (bool, error) {
-	key := accessKey(u, path)
+// authorize asks whether u may do verb on the non-resource URL path.
+func (a *metricsAuth) authorize(ctx context.Context, u *authenticationv1.UserInfo, verb, path string) (bool, error) {
+	key := accessKey(u, verb, path)
 	now := a.now()
 	a.mu.Lock()
 	c, hit := a.allowed[key]
@@ -147,7 +184,7 @@ func (a *metricsAuth) authorize(ctx context.Context, u *authenticationv1.UserInf
 	}
 	sar, err := a.access.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return false, err
@@ -159,26 +196,41 @@ func (a *metricsAuth) authorize(ctx context.Context, u *authenticationv1.UserInf
 	return sar.Status.Allowed, nil
 }
 
-// accessKey identifies a user with all its attributes, and the path.
-func accessKey(u *authenticationv1.UserInfo, path string) string {
-	var b strings.Builder
-	for _, s := range []string{path, u.Username, u.UID} {
-		b.WriteString(s)
-		b.WriteByte(0)
+// accessKey identifies a request's verb and path and the user with all its
+// attributes. Every string is length-prefixed and every list counted, so
+// two different requests never share a key whatever bytes their names hold
+// (a separator byte could be part of a group name).
+func accessKey(u *authenticationv1.UserInfo, verb, path string) string {
+	var b []byte
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
+	list := func(l []string) {
+		b = binary.AppendUvarint(b, uint64(len(l)))
+		for _, s := range l {
+			str(s)
+		}
+	}
+	str(verb)
+	str(path)
+	str(u.Username)
+	str(u.UID)
+	// Groups are a set: their order does not change the answer.
 	groups := append([]string(nil), u.Groups...)
 	sort.Strings(groups)
-	b.WriteString(strings.Join(groups, "\x01"))
+	list(groups)
 	keys := make([]string, 0, len(u.Extra))
 	for k := range u.Extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
-		b.WriteByte(0)
-		b.WriteString(k + "=" + strings.Join(u.Extra[k], "\x01"))
+		str(k)
+		list(u.Extra[k])
 	}
-	return b.String()
+	return string(b)
 }
 
 // pruneLocked keeps the caches small: expired entries go when a cache is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -48,7 +49,7 @@ func newSecureMetricsOptions() *secureMetricsOptions {
 
 func (o *secureMetricsOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.bindAddress, "secure-metrics-bind-address", o.bindAddress,
-		"Address (host:port) serving Prometheus /metrics over HTTPS with authentication and authorization by the cluster's API server; empty disables it. Callers need get on the non-resource URL /metrics.")
+		"Address (host:port) serving Prometheus /metrics over HTTPS with authentication and authorization by the cluster's API server; empty disables it. Callers need get on the non-resource URL /metrics. Requests may carry at most 16 KiB of headers (else 431) and a bearer token of at most 8 KiB (else 401, without a TokenReview).")
 	fs.StringVar(&o.certFile, "tls-cert-file", o.certFile,
 		"Serving certificate of --secure-metrics-bind-address (reloaded when the file changes). Without it and --tls-private-key-file a self-signed certificate is made (written to --metrics-cert-dir when set, else kept in memory).")
 	fs.StringVar(&o.keyFile, "tls-private-key-file", o.keyFile, "Private key of --tls-cert-file.")
@@ -59,7 +60,7 @@ func (o *secureMetricsOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.minTLS, "tls-min-version", o.minTLS,
 		"Minimum TLS version of the HTTPS metrics endpoint (VersionTLS12, VersionTLS13).")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile,
-		"CA bundle whose client certificates authenticate to the HTTPS metrics endpoint (user: CommonName, groups: Organization). Empty reads the cluster's client CA from the ConfigMap kube-system/extension-apiserver-authentication once at start.")
+		"CA bundle whose client certificates authenticate to the HTTPS metrics endpoint (user: CommonName, groups: Organization), reloaded when the file changes. Empty reads the cluster's client CA from the ConfigMap kube-system/extension-apiserver-authentication once at start.")
 	fs.StringVar(&o.authnConfig, "authentication-kubeconfig", o.authnConfig,
 		"Kubeconfig of the API server that reviews tokens (TokenReview); empty uses the controller's own.")
 	fs.StringVar(&o.authzConfig, "authorization-kubeconfig", o.authzConfig,
@@ -156,6 +157,23 @@ func reviewClient(own *rest.Config, path string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// Limits of the HTTPS endpoint, which unauthenticated clients can reach.
+const (
+	// maxHeaderBytes is far above a scrape's headers with the largest
+	// token accepted (maxTokenBytes); Go's default is 1 MiB.
+	maxHeaderBytes = 16 << 10
+	// readHeaderTimeout and readTimeout bound the TLS handshake and the
+	// request; a scrape has no body.
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	// writeTimeout bounds the reviews and the response, above Prometheus'
+	// default scrape timeout of 10s.
+	writeTimeout = 30 * time.Second
+	// idleTimeout closes idle keep-alive connections; it is longer than
+	// Prometheus' default scrape interval of 1m so scrapes reuse them.
+	idleTimeout = 90 * time.Second
+)
+
 // serveSecureMetrics serves h on /metrics over HTTPS until ctx ends. own is
 // the controller's client configuration.
 func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.Config, h http.Handler) (net.Addr, error) {
@@ -167,6 +185,18 @@ func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.
 	if err != nil {
 		return nil, fmt.Errorf("--authorization-kubeconfig: %w", err)
 	}
+	clientCA, err := clientCAs(ctx, o.clientCAFile, authnClient)
+	if err != nil {
+		return nil, err
+	}
+	auth := newMetricsAuth(authnClient.AuthenticationV1().TokenReviews(), authzClient.AuthorizationV1().SubjectAccessReviews(), o.cacheTTL)
+	return listenSecureMetrics(ctx, o, auth, clientCA, h)
+}
+
+// listenSecureMetrics serves h behind auth. clientCA, when not nil, gives
+// the CAs of client certificates at each handshake; when it is nil (or
+// returns nil) client certificates are not asked for.
+func listenSecureMetrics(ctx context.Context, o *secureMetricsOptions, auth *metricsAuth, clientCA func() *x509.CertPool, h http.Handler) (net.Addr, error) {
 	getCert, err := servingCertificate(o)
 	if err != nil {
 		return nil, err
@@ -179,11 +209,19 @@ func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.
 		GetCertificate: getCert,
 		NextProtos:     []string{"h2", "http/1.1"},
 	}
-	if pool := clientCAs(ctx, o.clientCAFile, authnClient); pool != nil {
-		tlsCfg.ClientCAs = pool
-		tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven
+	if clientCA != nil {
+		// Each handshake verifies against the CA of that moment, so a
+		// replaced CA file takes effect without a restart.
+		tlsCfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := tlsCfg.Clone()
+			c.GetConfigForClient = nil
+			if pool := clientCA(); pool != nil {
+				c.ClientCAs = pool
+				c.ClientAuth = tls.VerifyClientCertIfGiven
+			}
+			return c, nil
+		}
 	}
-	auth := newMetricsAuth(authnClient.AuthenticationV1().TokenReviews(), authzClient.AuthorizationV1().SubjectAccessReviews(), o.cacheTTL)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", auth.wrap(h))
 
@@ -191,7 +229,7 @@ func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.
 	if err != nil {
 		return nil, fmt.Errorf("listening on --secure-metrics-bind-address %s: %w", o.bindAddress, err)
 	}
-	srv := &http.Server{Handler: mux, TLSConfig: tlsCfg, ReadHeaderTimeout: 5 * time.Second}
+	srv := secureMetricsServer(mux, tlsCfg)
 	go func() {
 		if err := srv.Serve(tls.NewListener(ln, tlsCfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			klog.ErrorS(err, "Secure metrics server stopped")
@@ -207,31 +245,51 @@ func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.
 	return ln.Addr(), nil
 }
 
-// clientCAs is the pool of CAs whose client certificates authenticate:
-// --client-ca-file, else the cluster's client CA as kube-apiserver
-// publishes it for extension servers. Without either, only tokens work.
-func clientCAs(ctx context.Context, file string, kube kubernetes.Interface) *x509.CertPool {
-	var pemData []byte
+// secureMetricsServer is the HTTP server of the endpoint, with every limit
+// set: without them a client that never authenticates could hold
+// connections open forever or send 1 MiB of headers.
+func secureMetricsServer(h http.Handler, tlsCfg *tls.Config) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// clientCAs returns the source of the CAs whose client certificates
+// authenticate: --client-ca-file, reloaded when the file changes, else the
+// cluster's client CA as kube-apiserver publishes it for extension servers,
+// read once. It returns nil when there is neither, and only tokens work.
+func clientCAs(ctx context.Context, file string, kube kubernetes.Interface) (func() *x509.CertPool, error) {
 	if file != "" {
-		data, err := os.ReadFile(file)
+		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("metrics-client-ca", file)
 		if err != nil {
-			klog.ErrorS(err, "Reading --client-ca-file; client certificates are not accepted")
-			return nil
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}
-		pemData = data
-	} else {
-		cm, err := kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
-		if err != nil {
-			klog.InfoS("No cluster client CA; client certificates are not accepted by the metrics endpoint", "err", err)
-			return nil
-		}
-		pemData = []byte(cm.Data["client-ca-file"])
+		go ca.Run(ctx, 1)
+		return func() *x509.CertPool {
+			// The last valid content stays in use while a new file is bad.
+			opts, ok := ca.VerifyOptions()
+			if !ok {
+				return nil
+			}
+			return opts.Roots
+		}, nil
+	}
+	cm, err := kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+	if err != nil {
+		klog.InfoS("No cluster client CA; client certificates are not accepted by the metrics endpoint", "err", err)
+		return nil, nil
 	}
 	pool := x509.NewCertPool()
-	if len(pemData) == 0 || !pool.AppendCertsFromPEM(pemData) {
-		return nil
+	if pemData := cm.Data["client-ca-file"]; pemData == "" || !pool.AppendCertsFromPEM([]byte(pemData)) {
+		return nil, nil
 	}
-	return pool
+	return func() *x509.CertPool { return pool }, nil
 }
 
 // servingCertificate returns the TLS certificate callback: the files of
