@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset"
 )
@@ -48,6 +50,14 @@ func jobsetQuota(ns string, hard int64, used *int64) *corev1.ResourceQuota {
 func quotaAdmission(t *testing.T, disable []string, objects ...runtime.Object) (admission.ValidationInterface, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objects...)
+	// A real API server gives every write a newer resourceVersion, by which
+	// the plugin tells its own last charge from an older informer copy.
+	client.PrependReactor("update", "resourcequotas", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		q := action.(clienttesting.UpdateAction).GetObject().(*corev1.ResourceQuota)
+		rv, _ := strconv.Atoi(q.ResourceVersion)
+		q.ResourceVersion = strconv.Itoa(rv + 1)
+		return false, nil, nil
+	})
 	informers := kubeinformers.NewSharedInformerFactory(client, 0)
 	o := NewOptions(io.Discard, io.Discard)
 	o.Recommended.Admission.DisablePlugins = append([]string{"MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"}, disable...)
