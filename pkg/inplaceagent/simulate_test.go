@@ -3,14 +3,16 @@ package inplaceagent
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kfake "k8s.io/client-go/kubernetes/fake"
+	ktesting "k8s.io/client-go/testing"
 )
 
 // signal runs SignalExit on pod p and returns its result channel once the
@@ -32,29 +34,65 @@ func signal(t *testing.T, kube *kfake.Clientset) <-chan error {
 }
 
 func TestSignalExitReturnsOnceTheRestartRemovedTheCode(t *testing.T) {
-	kube := kfake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}})
-	done := signal(t, kube)
-	// An unrelated change does not end the wait.
-	if _, err := kube.CoreV1().Pods(ns).Patch(context.Background(), "p", types.MergePatchType,
-		[]byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	// With a resourceVersion (the fake client keeps it as given) SignalExit
+	// watches from the version its patch returned.
+	kube := kfake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, ResourceVersion: "1"}})
+	// The pod's watch is one whose events this test sends: the fake
+	// watcher's channel is unbuffered, so a send returns only once
+	// SignalExit has taken the event, and the next send only once it has
+	// handled that one.
+	events := watch.NewFake()
+	watching := make(chan struct{})
+	var once sync.Once
+	kube.PrependWatchReactor("pods", func(ktesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return true, events, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- SignalExit(context.Background(), kube, ns, "p", 7) }()
+	select {
+	case <-watching:
+	case err := <-done:
+		t.Fatalf("SignalExit returned %v before watching the pod", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("SignalExit never watched the pod")
 	}
+	// send delivers a version of the pod, or fails when SignalExit returned
+	// instead of taking it.
+	send := func(p *corev1.Pod) {
+		t.Helper()
+		sent := make(chan struct{})
+		go func() { events.Modify(p); close(sent) }()
+		select {
+		case <-sent:
+		case err := <-done:
+			t.Fatalf("SignalExit returned %v while the exit code was still on the pod", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("SignalExit took no event")
+		}
+	}
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, ResourceVersion: "10",
+		Labels: map[string]string{"x": "y"}, Annotations: map[string]string{ExitCodeAnnotation: "7"}}}
+	// An unrelated change does not end the wait: the second send returns
+	// only after SignalExit handled the first and went on waiting.
+	send(pending)
+	send(pending)
 	select {
 	case err := <-done:
 		t.Fatalf("SignalExit returned %v while the exit code was still on the pod", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	// What the kwok stage does: the restart removes the code.
-	if _, err := kube.CoreV1().Pods(ns).Patch(context.Background(), "p", types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+ExitCodeAnnotation+`":null}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	restarted := pending.DeepCopy()
+	restarted.ResourceVersion = "11"
+	delete(restarted.Annotations, ExitCodeAnnotation)
+	send(restarted)
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("SignalExit: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("SignalExit did not return after the exit code was removed")
 	}
 }
