@@ -105,3 +105,55 @@ func podTemplate(t *testing.T, file string) corev1.PodTemplateSpec {
 	t.Fatalf("%s: unexpected kind %q", file, kind.Kind)
 	return corev1.PodTemplateSpec{}
 }
+
+// Measured in test/bench (BenchmarkWire, list fixtures, protobuf storage):
+// jobset-apiserver's RSS and the embedded etcd's database in use per
+// 1,000 JobSets, and the server's RSS with none.
+const (
+	rssPerThousandJobSets = 80 << 20
+	dbPerThousandJobSets  = 8 << 20
+	baseRSS               = 100 << 20
+)
+
+// The embedded etcd's quota, as the manifest's memory limit sizes it (or
+// its explicit flag), holds no more JobSets than the memory limit leaves
+// room for in the watch cache: a database full of live JobSets must not
+// take the server past its limit. Run against each shipped pod template.
+func TestEmbeddedEtcdQuotaFitsTheMemoryLimit(t *testing.T) {
+	pod := podTemplate(t, "overlays/embedded-etcd/apiserver-statefulset.yaml")
+	c := pod.Spec.Containers[0]
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("jobset-apiserver has no memory limit: the default quota would be 2 GiB, far more than any watch cache fits")
+	}
+	opts := apiserver.NewOptions(io.Discard, io.Discard)
+	fs := pflag.NewFlagSet("jobset-apiserver", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	if err := fs.Parse(c.Args); err != nil {
+		t.Fatalf("the manifest's arguments do not parse: %v", err)
+	}
+	quota := opts.EmbeddedEtcdQuotaBackendBytes
+	if quota == 0 {
+		quota = apiserver.DefaultQuotaFor(limit.Value())
+	}
+	jobsets := quota / dbPerThousandJobSets * 1000
+	need := baseRSS + jobsets*rssPerThousandJobSets/1000
+	t.Logf("memory limit %s: quota %d MiB, about %d JobSets, needing about %d MiB", limit.String(), quota>>20, jobsets, need>>20)
+	if need > limit.Value() {
+		t.Errorf("a quota of %d MiB holds about %d JobSets, which need about %d MiB, more than the limit %s", quota>>20, jobsets, need>>20, limit.String())
+	}
+}
+
+// DefaultQuotaFor never sizes a quota whose live JobSets exceed the memory
+// they come from, over the limits operators use.
+func TestDefaultQuotaForFitsEveryLimit(t *testing.T) {
+	for _, limit := range []int64{256 << 20, 512 << 20, 1 << 30, 4 << 30, 16 << 30, 64 << 30} {
+		quota := apiserver.DefaultQuotaFor(limit)
+		if need := baseRSS + quota/dbPerThousandJobSets*rssPerThousandJobSets; need > limit {
+			t.Errorf("limit %d MiB: quota %d MiB needs about %d MiB", limit>>20, quota>>20, need>>20)
+		}
+	}
+	if got := apiserver.DefaultQuotaFor(0); got != 2<<30 {
+		t.Errorf("without a limit the quota is %d, want etcd's 2 GiB", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nativejobset/jobset/pkg/apiserver"
+	"github.com/nativejobset/jobset/pkg/memlimit"
 	"github.com/nativejobset/jobset/pkg/version"
 )
 
@@ -52,6 +53,14 @@ func run(args []string, stdout io.Writer) error {
 	defer logs.FlushLogs()
 
 	ctx := genericapiserver.SetupSignalContext()
+	limit, soft, err := memlimit.Apply("/")
+	if err != nil {
+		klog.ErrorS(err, "Reading the container's memory limit failed; the embedded etcd's default quota assumes none")
+	}
+	if soft > 0 {
+		klog.InfoS("Go soft memory limit set from the container's", "limit", limit, "soft", soft)
+	}
+	opts.MemoryLimit = limit
 	if err := opts.Complete(); err != nil {
 		return err
 	}

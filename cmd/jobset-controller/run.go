@@ -29,6 +29,7 @@ import (
 	"github.com/nativejobset/jobset/pkg/controller"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsscheme "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/scheme"
+	"github.com/nativejobset/jobset/pkg/memlimit"
 )
 
 type options struct {
@@ -197,6 +198,14 @@ func run(o *options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	// The informers' caches grow with the cluster: collect harder near the
+	// container's limit rather than be killed at it.
+	if limit, soft, err := memlimit.Apply("/"); err != nil {
+		klog.ErrorS(err, "Reading the container's memory limit failed")
+	} else if soft > 0 {
+		klog.InfoS("Go soft memory limit set from the container's", "limit", limit, "soft", soft)
+	}
 
 	cfg, err := restConfig(o)
 	if err != nil {

@@ -49,8 +49,12 @@ type Options struct {
 	// accepts, which bounds the size of a stored JobSet.
 	EmbeddedEtcdMaxRequestBytes int64
 	// EmbeddedEtcdQuotaBackendBytes is the size the embedded etcd's database
-	// may reach before it raises its NOSPACE alarm and refuses writes.
+	// may reach before it raises its NOSPACE alarm and refuses writes; 0
+	// sizes it from MemoryLimit (DefaultQuotaFor).
 	EmbeddedEtcdQuotaBackendBytes int64
+	// MemoryLimit is the container's memory limit in bytes (0: none), read
+	// by the command from its cgroup.
+	MemoryLimit int64
 	// EmbeddedEtcdMaintenanceInterval is how often the embedded etcd's
 	// database is checked for defragmentation and a NOSPACE alarm.
 	EmbeddedEtcdMaintenanceInterval time.Duration
@@ -76,7 +80,6 @@ func NewOptions(out, errOut io.Writer) *Options {
 		ServerRun:                       NewRunOptions(),
 		EmbeddedEtcdDir:                 "/var/lib/jobset-apiserver/etcd",
 		EmbeddedEtcdMaxRequestBytes:     embeddedetcd.DefaultMaxRequestBytes,
-		EmbeddedEtcdQuotaBackendBytes:   embeddedetcd.DefaultQuotaBackendBytes,
 		EmbeddedEtcdMaintenanceInterval: time.Minute,
 		Out:                             out,
 		ErrOut:                          errOut,
@@ -109,7 +112,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.EmbeddedEtcdMaxRequestBytes, "embedded-etcd-max-request-bytes", o.EmbeddedEtcdMaxRequestBytes,
 		"The largest write the embedded etcd accepts, which bounds a stored JobSet (with its metadata and defaults); larger ones get 413. The server's etcd client sends at most 2 MiB whatever this says.")
 	fs.Int64Var(&o.EmbeddedEtcdQuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.EmbeddedEtcdQuotaBackendBytes,
-		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507; reads and deletes still work and /readyz stays ready) until enough is deleted; the alarm then clears by itself, and both are logged and in the metric jobset_apiserver_embedded_etcd_nospace_alarm.")
+		"The size the embedded etcd's database may reach. Beyond it etcd raises its NOSPACE alarm and refuses writes (507; reads and deletes still work and /readyz stays ready) until enough is deleted; the alarm then clears by itself, and both are logged and in the metric jobset_apiserver_embedded_etcd_nospace_alarm. "+
+			"0, the default, sizes it to the container's memory limit: a sixteenth of what is left after 128 MiB for the server itself (every JobSet stored is also held decoded in the watch cache, about ten times its size in etcd), between 8 MiB and 2 GiB; 2 GiB without a limit.")
 	fs.DurationVar(&o.EmbeddedEtcdMaintenanceInterval, "embedded-etcd-maintenance-interval", o.EmbeddedEtcdMaintenanceInterval,
 		"How often the embedded etcd's database size is recorded, the database defragmented when at least half of it is free (and at least 64 MiB; at most once every 30 minutes, as a defragmentation stalls all JobSet reads and writes while it runs), and a NOSPACE alarm disarmed once the data in use is under half the quota.")
 	fs.BoolVar(&o.EmbeddedEtcdUnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.EmbeddedEtcdUnsafeNoFsync,
@@ -127,7 +131,11 @@ func (o *Options) Complete() error {
 		o.Recommended.Admission = nil
 		o.Recommended.Features.EnablePriorityAndFairness = false
 	}
+	if o.EmbeddedEtcdQuotaBackendBytes == 0 {
+		o.EmbeddedEtcdQuotaBackendBytes = DefaultQuotaFor(o.MemoryLimit)
+	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		klog.InfoS("Embedded etcd quota", "bytes", o.EmbeddedEtcdQuotaBackendBytes, "memoryLimit", o.MemoryLimit)
 		srv, err := embeddedetcd.Start(embeddedetcd.Config{
 			Dir:                 o.EmbeddedEtcdDir,
 			ClientPort:          o.EmbeddedEtcdClientPort,
@@ -145,6 +153,28 @@ func (o *Options) Complete() error {
 	return nil
 }
 
+// Sizing of the embedded etcd's default quota from the memory limit.
+const (
+	// quotaShareOfMemory: every stored JobSet is also held decoded in the
+	// watch cache, which takes about ten times its size in etcd (about 80
+	// MiB of RSS against 8 MiB of database per 1,000 JobSets in
+	// test/bench); a sixteenth of the memory left keeps a database full of
+	// live JobSets, with room for its history, within the limit.
+	quotaShareOfMemory = 16
+	// serverBaseMemory is what the server takes with no JobSets, rounded up.
+	serverBaseMemory = 128 << 20
+	minDefaultQuota  = 8 << 20
+)
+
+// DefaultQuotaFor is the embedded etcd's quota for a container with the
+// given memory limit (0: none).
+func DefaultQuotaFor(memoryLimit int64) int64 {
+	if memoryLimit <= 0 {
+		return embeddedetcd.DefaultQuotaBackendBytes
+	}
+	return min(max((memoryLimit-serverBaseMemory)/quotaShareOfMemory, minDefaultQuota), embeddedetcd.DefaultQuotaBackendBytes)
+}
+
 // Validate reports every invalid option.
 func (o *Options) Validate() error {
 	var errs []error
@@ -156,8 +186,8 @@ func (o *Options) Validate() error {
 	if o.EmbeddedEtcdMaxRequestBytes < 1024 || o.EmbeddedEtcdMaxRequestBytes > math.MaxUint32 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-max-request-bytes must be between 1024 and %d", uint32(math.MaxUint32)))
 	}
-	if o.EmbeddedEtcdQuotaBackendBytes <= 0 {
-		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must be positive"))
+	if o.EmbeddedEtcdQuotaBackendBytes < 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-quota-backend-bytes must not be negative"))
 	}
 	if o.EmbeddedEtcdMaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive"))
