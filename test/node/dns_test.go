@@ -58,7 +58,7 @@ echo "coordinator $COORDINATOR answered $reply"
 // A leader and workers: every pod resolves every peer's hostname and the
 // coordinator's through CoreDNS, the workers connect to the leader on a
 // port and get its answer, the leader finishes once all four have, and the
-// success policy (all workers) completes the JobSet.
+// success policy (every Job) completes the JobSet.
 func TestLeaderWorkersResolveAndConnect(t *testing.T) {
 	ns := cluster.Namespace(t, "peers")
 	const js = "peers"
@@ -94,9 +94,11 @@ metadata:
 spec:
   coordinator:
     replicatedJob: leader
+  # All replicatedJobs, the leader too: with only the workers targeted the
+  # JobSet could complete, and its controller delete the leader's still
+  # active Job, before the leader's pod exits and logs what it resolved.
   successPolicy:
     operator: All
-    targetReplicatedJobs: [workers]
   replicatedJobs:
   - name: leader
     replicas: 1
