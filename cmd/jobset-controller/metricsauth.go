@@ -236,26 +236,25 @@ func accessKey(u *authenticationv1.UserInfo, verb, path string) string {
 // pruneLocked keeps the caches small: expired entries go when a cache is
 // full, and everything goes if that is not enough.
 func (a *metricsAuth) pruneLocked(now time.Time) {
-	if len(a.users) > a.maxCache {
-		for k, v := range a.users {
-			if !now.Before(v.expires) {
-				delete(a.users, k)
-			}
-		}
-		if len(a.users) > a.maxCache {
-			a.users = map[[32]byte]cachedUser{}
+	a.users = pruned(a.users, a.maxCache, now, func(c cachedUser) time.Time { return c.expires })
+	a.allowed = pruned(a.allowed, a.maxCache, now, func(c cachedAnswer) time.Time { return c.expires })
+}
+
+// pruned is m without its expired entries once it holds over limit, and
+// empty if it still does.
+func pruned[K comparable, V any](m map[K]V, limit int, now time.Time, expires func(V) time.Time) map[K]V {
+	if len(m) <= limit {
+		return m
+	}
+	for k, v := range m {
+		if !now.Before(expires(v)) {
+			delete(m, k)
 		}
 	}
-	if len(a.allowed) > a.maxCache {
-		for k, v := range a.allowed {
-			if !now.Before(v.expires) {
-				delete(a.allowed, k)
-			}
-		}
-		if len(a.allowed) > a.maxCache {
-			a.allowed = map[string]cachedAnswer{}
-		}
+	if len(m) > limit {
+		return map[K]V{}
 	}
+	return m
 }
 
 // certReloader serves a certificate from files, loading them again when

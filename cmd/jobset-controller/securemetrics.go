@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -132,9 +133,7 @@ func cipherSuites(names []string) ([]uint16, error) {
 
 func tlsVersion(name string) (uint16, error) {
 	switch name {
-	case "":
-		return tls.VersionTLS12, nil
-	case "VersionTLS12":
+	case "", "VersionTLS12":
 		return tls.VersionTLS12, nil
 	case "VersionTLS13":
 		return tls.VersionTLS13, nil
@@ -211,14 +210,22 @@ func listenSecureMetrics(ctx context.Context, o *secureMetricsOptions, auth *met
 	}
 	if clientCA != nil {
 		// Each handshake verifies against the CA of that moment, so a
-		// replaced CA file takes effect without a restart.
+		// replaced CA file takes effect without a restart. The config is
+		// cloned only when the pool changes, not at every handshake.
+		var withCA atomic.Pointer[tls.Config]
 		tlsCfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			pool := clientCA()
+			if pool == nil {
+				return nil, nil // tlsCfg itself: no client certificates
+			}
+			if c := withCA.Load(); c != nil && c.ClientCAs == pool {
+				return c, nil
+			}
 			c := tlsCfg.Clone()
 			c.GetConfigForClient = nil
-			if pool := clientCA(); pool != nil {
-				c.ClientCAs = pool
-				c.ClientAuth = tls.VerifyClientCertIfGiven
-			}
+			c.ClientCAs = pool
+			c.ClientAuth = tls.VerifyClientCertIfGiven
+			withCA.Store(c)
 			return c, nil
 		}
 	}
@@ -317,26 +324,29 @@ func servingCertificate(o *secureMetricsOptions) (func(*tls.ClientHelloInfo) (*t
 // selfSigned returns the self-signed pair of dir (made there when missing),
 // or a new one in memory when dir is empty.
 func selfSigned(dir string) (certPEM, keyPEM []byte, err error) {
-	if dir != "" {
-		crt, key := filepath.Join(dir, "jobset-controller-metrics.crt"), filepath.Join(dir, "jobset-controller-metrics.key")
-		c, errC := os.ReadFile(crt)
-		k, errK := os.ReadFile(key)
-		if errC == nil && errK == nil {
-			return c, k, nil
-		}
-		if certPEM, keyPEM, err = certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil); err != nil {
-			return nil, nil, err
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(crt, certPEM, 0o644); err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
-			return nil, nil, err
-		}
-		return certPEM, keyPEM, nil
+	generate := func() ([]byte, []byte, error) {
+		return certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	}
-	return certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if dir == "" {
+		return generate()
+	}
+	crt, key := filepath.Join(dir, "jobset-controller-metrics.crt"), filepath.Join(dir, "jobset-controller-metrics.key")
+	c, errC := os.ReadFile(crt)
+	k, errK := os.ReadFile(key)
+	if errC == nil && errK == nil {
+		return c, k, nil
+	}
+	if certPEM, keyPEM, err = generate(); err != nil {
+		return nil, nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(crt, certPEM, 0o644); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
 }
