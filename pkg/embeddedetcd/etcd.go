@@ -42,8 +42,9 @@ type Config struct {
 	// raised NOSPACE alarm is not bounded: writes are refused until then.
 	MinDefragInterval time.Duration
 	// OnAlarmChange, when set, is called when the NOSPACE alarm is seen
-	// raised and when it is cleared, with a message for an operator (an
-	// event); the maintainer logs and exports the metric itself.
+	// raised and when it is cleared, with a message for an operator, for a
+	// caller that reports it elsewhere (jobset-apiserver does not yet); the
+	// maintainer logs and exports the metric itself.
 	OnAlarmChange func(raised bool, message string)
 	// UnsafeNoFsync skips fsync on every write, as etcd's
 	// --unsafe-no-fsync: a crash of the machine (not of the process) can

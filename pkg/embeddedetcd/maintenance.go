@@ -118,7 +118,7 @@ func (m *maintainer) check() {
 	mostlyFree := free > 0 && float64(free) >= defragFreeRatio*float64(size) && size >= m.minDB
 	fits := float64(inUse) < alarmClearRatio*float64(m.quota)
 	recovering := alarmed && fits && free > 0
-	if mostlyFree && !recovering && !m.lastDefrag.IsZero() && time.Since(m.lastDefrag) < m.minInterval {
+	if mostlyFree && !m.lastDefrag.IsZero() && time.Since(m.lastDefrag) < m.minInterval {
 		klog.V(2).InfoS("Defragmentation of the embedded etcd postponed", "lastDefrag", m.lastDefrag, "minInterval", m.minInterval)
 		mostlyFree = false
 	}

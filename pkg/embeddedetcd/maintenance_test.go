@@ -103,32 +103,17 @@ func TestDefragmentsWhenMostlyFree(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	value := strings.Repeat("v", 512*1024)
-	for i := 0; i < 16; i++ {
-		if _, err := c.Put(ctx, fmt.Sprintf("/registry/k/%d", i), value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defrags := func() float64 {
-		v, _ := testutil.GetCounterMetricValue(defragsTotal.WithLabelValues("success"))
-		return v
-	}
-	n0 := defrags()
+	fill(ctx, t, c, "/registry/k/")
+	n0 := successfulDefrags()
 	s.CheckSpace()
-	if defrags() != n0 {
+	if successfulDefrags() != n0 {
 		t.Errorf("a database full of live data was defragmented")
 	}
-	resp, err := c.Delete(ctx, "/registry/k/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
+	free(ctx, t, c, "/registry/k/")
 	waitMostlyFree(t, s)
 	before := s.etcd.Server.Backend().Size()
 	s.CheckSpace()
-	if defrags() != n0+1 {
+	if successfulDefrags() != n0+1 {
 		t.Errorf("a mostly free database was not defragmented")
 	}
 	if after := s.etcd.Server.Backend().Size(); after >= before {
@@ -165,25 +150,10 @@ func defragsOfSecondFreeing(t *testing.T, interval time.Duration) float64 {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	defrags := func() float64 {
-		v, _ := testutil.GetCounterMetricValue(defragsTotal.WithLabelValues("success"))
-		return v
-	}
 	fillAndFree := func(prefix string) {
 		t.Helper()
-		value := strings.Repeat("v", 512*1024)
-		for i := 0; i < 16; i++ {
-			if _, err := c.Put(ctx, fmt.Sprintf("%s%d", prefix, i), value); err != nil {
-				t.Fatal(err)
-			}
-		}
-		resp, err := c.Delete(ctx, prefix, clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-			t.Fatal(err)
-		}
+		fill(ctx, t, c, prefix)
+		free(ctx, t, c, prefix)
 	}
 	fillAndFree("/registry/a/")
 	waitMostlyFree(t, s)
@@ -193,9 +163,37 @@ func defragsOfSecondFreeing(t *testing.T, interval time.Duration) float64 {
 	}
 	fillAndFree("/registry/b/")
 	waitMostlyFree(t, s)
-	n := defrags()
+	n := successfulDefrags()
 	s.CheckSpace()
-	return defrags() - n
+	return successfulDefrags() - n
+}
+
+func successfulDefrags() float64 {
+	v, _ := testutil.GetCounterMetricValue(defragsTotal.WithLabelValues("success"))
+	return v
+}
+
+// fill writes 8 MiB under prefix.
+func fill(ctx context.Context, t *testing.T, c *clientv3.Client, prefix string) {
+	t.Helper()
+	value := strings.Repeat("v", 512*1024)
+	for i := 0; i < 16; i++ {
+		if _, err := c.Put(ctx, fmt.Sprintf("%s%d", prefix, i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// free deletes everything under prefix and compacts its history away.
+func free(ctx context.Context, t *testing.T, c *clientv3.Client, prefix string) {
+	t.Helper()
+	resp, err := c.Delete(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitMostlyFree returns once at least half of the database file is free.

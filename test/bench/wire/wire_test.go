@@ -463,6 +463,7 @@ func benchList(b *testing.B, jsonEnc, pbEnc encoding) {
 			var lat [2]latencies
 			var bytes [2]int64
 			var ratios []float64 // protobuf over JSON, per pair of lists
+			encs := [2]encoding{jsonEnc, pbEnc}
 			b.ResetTimer()
 			for i := range samples {
 				// The first list of a pair may warm what the second
@@ -473,7 +474,7 @@ func benchList(b *testing.B, jsonEnc, pbEnc encoding) {
 				}
 				var took [2]time.Duration
 				for _, k := range order {
-					enc := []encoding{jsonEnc, pbEnc}[k]
+					enc := encs[k]
 					before := enc.bytes.n.Load()
 					t0 := time.Now()
 					list, err := enc.jobsets.JobsetV1alpha2().JobSets(ns).List(context.Background(), metav1.ListOptions{})
