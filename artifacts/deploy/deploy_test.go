@@ -118,7 +118,9 @@ const (
 // The embedded etcd's quota, as the manifest's memory limit sizes it (or
 // its explicit flag), holds no more JobSets than the memory limit leaves
 // room for in the watch cache: a database full of live JobSets must not
-// take the server past its limit. Run against each shipped pod template.
+// take the server past its limit. Only the embedded-etcd StatefulSet runs
+// an embedded etcd (the chart renders the same pod, which the chart tests
+// compare with it).
 func TestEmbeddedEtcdQuotaFitsTheMemoryLimit(t *testing.T) {
 	pod := podTemplate(t, "overlays/embedded-etcd/apiserver-statefulset.yaml")
 	c := pod.Spec.Containers[0]
