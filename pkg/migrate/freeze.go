@@ -86,28 +86,14 @@ func (m *migrator) freeze(ctx context.Context) error {
 		return err
 	}
 	adm := m.c.Kube.AdmissionregistrationV1()
-	want := freezePolicy(user)
-	cur, err := adm.ValidatingAdmissionPolicies().Get(ctx, freezeName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = adm.ValidatingAdmissionPolicies().Create(ctx, want, metav1.CreateOptions{})
-	case err == nil:
+	if err := upsert(ctx, adm.ValidatingAdmissionPolicies(), freezePolicy(user), func(cur, want *admissionv1.ValidatingAdmissionPolicy) {
 		cur.Spec = want.Spec
-		_, err = adm.ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("installing ValidatingAdmissionPolicy %s: %w", freezeName, err)
 	}
-	wantB := freezeBinding()
-	curB, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, freezeName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = adm.ValidatingAdmissionPolicyBindings().Create(ctx, wantB, metav1.CreateOptions{})
-	case err == nil:
-		curB.Spec = wantB.Spec
-		_, err = adm.ValidatingAdmissionPolicyBindings().Update(ctx, curB, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	if err := upsert(ctx, adm.ValidatingAdmissionPolicyBindings(), freezeBinding(), func(cur, want *admissionv1.ValidatingAdmissionPolicyBinding) {
+		cur.Spec = want.Spec
+	}); err != nil {
 		return fmt.Errorf("installing ValidatingAdmissionPolicyBinding %s: %w", freezeName, err)
 	}
 
@@ -155,22 +141,10 @@ func (m *migrator) unfreeze(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.o.Timeout)
 	defer cancel()
 	adm := m.c.Kube.AdmissionregistrationV1()
-	var errs []error
-	removed := false
-	if _, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, freezeName, metav1.GetOptions{}); err == nil {
-		err = adm.ValidatingAdmissionPolicyBindings().Delete(ctx, freezeName, metav1.DeleteOptions{})
-		removed = removed || err == nil
-		errs = append(errs, ignoreNotFound(err))
-	} else {
-		errs = append(errs, ignoreNotFound(err))
-	}
-	if _, err := adm.ValidatingAdmissionPolicies().Get(ctx, freezeName, metav1.GetOptions{}); err == nil {
-		err = adm.ValidatingAdmissionPolicies().Delete(ctx, freezeName, metav1.DeleteOptions{})
-		removed = removed || err == nil
-		errs = append(errs, ignoreNotFound(err))
-	} else {
-		errs = append(errs, ignoreNotFound(err))
-	}
+	removedB, errB := deleteIfPresent[*admissionv1.ValidatingAdmissionPolicyBinding](ctx, adm.ValidatingAdmissionPolicyBindings(), freezeName)
+	removedP, errP := deleteIfPresent[*admissionv1.ValidatingAdmissionPolicy](ctx, adm.ValidatingAdmissionPolicies(), freezeName)
+	removed := removedB || removedP
+	errs := []error{errB, errP}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("removing ValidatingAdmissionPolicy %s and its binding (JobSet writes stay blocked until they are gone; delete them by hand): %w", freezeName, err)
 	}
@@ -178,6 +152,40 @@ func (m *migrator) unfreeze(ctx context.Context) error {
 		m.logf("JobSet writes unblocked (ValidatingAdmissionPolicy %s removed)", freezeName)
 	}
 	return nil
+}
+
+// namedClient is what upsert needs of a typed client of cluster-scoped
+// objects.
+type namedClient[T metav1.Object] interface {
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+}
+
+// upsert creates want, or updates the existing object of its name after
+// copySpec gave it want's spec.
+func upsert[T metav1.Object](ctx context.Context, c namedClient[T], want T, copySpec func(cur, want T)) error {
+	cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = c.Create(ctx, want, metav1.CreateOptions{})
+	case err == nil:
+		copySpec(cur, want)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// deleteIfPresent deletes the object name if it exists (reading first, so
+// that a run with nothing to remove writes nothing) and reports whether it
+// deleted it.
+func deleteIfPresent[T metav1.Object](ctx context.Context, c namedClient[T], name string) (bool, error) {
+	_, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		err = c.Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	return err == nil, ignoreNotFound(err)
 }
 
 func ignoreNotFound(err error) error {

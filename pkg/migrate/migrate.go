@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -197,22 +198,14 @@ func (m *migrator) moveFrozen(ctx context.Context) (items []*Item, err error) {
 	if err := m.done(StepBackedUp); err != nil {
 		return nil, err
 	}
-	for _, it := range items {
-		if err := m.orphan(ctx, it); err != nil {
-			return nil, err
-		}
-	}
-	if err := m.done(StepOrphaned); err != nil {
+	if err := m.orphanAll(ctx, items); err != nil {
 		return nil, err
 	}
 	list, err := m.unchangedSinceBackup(ctx, items)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.stripFinalizers(ctx, list); err != nil {
-		return nil, err
-	}
-	return items, m.deleteCRD(ctx)
+	return items, m.deleteCRDOf(ctx, list)
 }
 
 // resume finishes the first half of a run that got as far as deleting the
@@ -228,6 +221,22 @@ func (m *migrator) resume(ctx context.Context, items []*Item, exists bool) error
 	if err := m.done(StepBackedUp); err != nil {
 		return err
 	}
+	if err := m.orphanAll(ctx, items); err != nil {
+		return err
+	}
+	if !exists {
+		return nil
+	}
+	list, err := m.c.Dynamic.Resource(upstreamGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing JobSets: %w", err)
+	}
+	return m.deleteCRDOf(ctx, list)
+}
+
+// orphanAll orphans the children of every item whose backup is not marked
+// done (a JobSet of the live CRD never is), then ends StepOrphaned.
+func (m *migrator) orphanAll(ctx context.Context, items []*Item) error {
 	for _, it := range items {
 		mk, err := readMarker(m.o.BackupDir, it)
 		if err != nil {
@@ -240,16 +249,12 @@ func (m *migrator) resume(ctx context.Context, items []*Item, exists bool) error
 			return err
 		}
 	}
-	if err := m.done(StepOrphaned); err != nil {
-		return err
-	}
-	if !exists {
-		return nil
-	}
-	list, err := m.c.Dynamic.Resource(upstreamGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing JobSets: %w", err)
-	}
+	return m.done(StepOrphaned)
+}
+
+// deleteCRDOf removes the finalizers of the JobSets of list, then deletes
+// the CRD and waits until it is gone.
+func (m *migrator) deleteCRDOf(ctx context.Context, list *unstructured.UnstructuredList) error {
 	if err := m.stripFinalizers(ctx, list); err != nil {
 		return err
 	}
