@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 
 	ctrlmetrics "github.com/nativejobset/jobset/pkg/controller/metrics"
+	"github.com/nativejobset/jobset/pkg/httpserver"
 	"github.com/nativejobset/jobset/pkg/version"
 )
 
@@ -77,24 +76,26 @@ func (m *controllerMetrics) handler(profiling bool) http.Handler {
 	return mux
 }
 
-// serveMetrics serves /metrics over plain HTTP on addr until ctx ends and
-// returns the address listened on.
-func serveMetrics(ctx context.Context, addr string, h http.Handler) (net.Addr, error) {
+// profileWriteTimeout replaces the write timeout with --profiling: Go's
+// pprof handlers refuse a profile or trace as long as the server's write
+// timeout, and their default is 30s.
+const profileWriteTimeout = 2 * time.Minute
+
+// serveMetrics serves h over plain HTTP on addr until ctx ends and returns
+// the address listened on. profiling says whether h serves /debug/pprof/.
+func serveMetrics(ctx context.Context, addr string, h http.Handler, profiling bool) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on --metrics-bind-address %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Metrics server stopped")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	httpserver.Serve(ctx, "metrics", metricsServer(h, profiling), ln)
 	return ln.Addr(), nil
+}
+
+func metricsServer(h http.Handler, profiling bool) *http.Server {
+	srv := httpserver.New(h)
+	if profiling {
+		srv.WriteTimeout = profileWriteTimeout
+	}
+	return srv
 }

@@ -68,7 +68,7 @@ func TestMetricsServed(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := serveMetrics(ctx, "127.0.0.1:0", m.handler(false))
+	addr, err := serveMetrics(ctx, "127.0.0.1:0", m.handler(false), false)
 	if err != nil {
 		t.Fatal(err)
 	}

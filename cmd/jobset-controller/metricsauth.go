@@ -63,7 +63,7 @@ func newMetricsAuth(tokens tokenReviewer, access accessReviewer, ttl time.Durati
 // service-account token (an RS256 JWT with pod and node bindings) is 1–2 KiB
 // and OIDC ID tokens with long group lists stay within a few KiB; anything
 // larger is refused without costing the API server a review. It is half of
-// maxHeaderBytes, so such a token always reaches this check.
+// httpserver.MaxHeaderBytes, so such a token always reaches this check.
 const maxTokenBytes = 8 << 10
 
 // wrap serves h to callers that are authenticated (else 401) and allowed

@@ -29,6 +29,7 @@ import (
 	"github.com/nativejobset/jobset/pkg/controller"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsscheme "github.com/nativejobset/jobset/pkg/generated/clientset/versioned/scheme"
+	"github.com/nativejobset/jobset/pkg/httpserver"
 	"github.com/nativejobset/jobset/pkg/memlimit"
 )
 
@@ -249,7 +250,7 @@ func run(o *options) error {
 	}
 	m.installWorkqueueProvider()
 	if o.metricsAddr != "" {
-		addr, err := serveMetrics(ctx, o.metricsAddr, m.handler(o.profiling))
+		addr, err := serveMetrics(ctx, o.metricsAddr, m.handler(o.profiling), o.profiling)
 		if err != nil {
 			return err
 		}
@@ -268,7 +269,7 @@ func run(o *options) error {
 		watchdog = leaderelection.NewLeaderHealthzAdaptor(o.leaseDuration)
 	}
 	if o.healthAddr != "" {
-		if err := serveHealth(ctx, o.healthAddr, watchdog, func() error {
+		if _, err := serveHealth(ctx, o.healthAddr, watchdog, func() error {
 			if !o.leaderElect || leading.Load() {
 				if c := ctrl.Load(); c == nil || !c.HasSynced() {
 					return errors.New("caches not synced")
@@ -361,7 +362,20 @@ func run(o *options) error {
 	return nil
 }
 
-func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.HealthzAdaptor, ready func() error) error {
+// serveHealth serves /healthz and /readyz on addr until ctx ends and
+// returns the address listened on.
+func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.HealthzAdaptor, ready func() error) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on --health-addr %s: %w", addr, err)
+	}
+	httpserver.Serve(ctx, "health", httpserver.New(healthHandler(watchdog, ready)), ln)
+	return ln.Addr(), nil
+}
+
+// healthHandler answers /healthz from the leader election watchdog and
+// /readyz from ready.
+func healthHandler(watchdog *leaderelection.HealthzAdaptor, ready func() error) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if watchdog != nil {
@@ -379,21 +393,5 @@ func serveHealth(ctx context.Context, addr string, watchdog *leaderelection.Heal
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on --health-addr %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Health server stopped")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return nil
+	return mux
 }

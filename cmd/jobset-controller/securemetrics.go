@@ -23,6 +23,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
+
+	"github.com/nativejobset/jobset/pkg/httpserver"
 )
 
 // secureMetricsOptions configure /metrics over HTTPS. Callers authenticate
@@ -156,23 +158,6 @@ func reviewClient(own *rest.Config, path string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// Limits of the HTTPS endpoint, which unauthenticated clients can reach.
-const (
-	// maxHeaderBytes is far above a scrape's headers with the largest
-	// token accepted (maxTokenBytes); Go's default is 1 MiB.
-	maxHeaderBytes = 16 << 10
-	// readHeaderTimeout and readTimeout bound the TLS handshake and the
-	// request; a scrape has no body.
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	// writeTimeout bounds the reviews and the response, above Prometheus'
-	// default scrape timeout of 10s.
-	writeTimeout = 30 * time.Second
-	// idleTimeout closes idle keep-alive connections; it is longer than
-	// Prometheus' default scrape interval of 1m so scrapes reuse them.
-	idleTimeout = 90 * time.Second
-)
-
 // serveSecureMetrics serves h on /metrics over HTTPS until ctx ends. own is
 // the controller's client configuration.
 func serveSecureMetrics(ctx context.Context, o *secureMetricsOptions, own *rest.Config, h http.Handler) (net.Addr, error) {
@@ -236,35 +221,17 @@ func listenSecureMetrics(ctx context.Context, o *secureMetricsOptions, auth *met
 	if err != nil {
 		return nil, fmt.Errorf("listening on --secure-metrics-bind-address %s: %w", o.bindAddress, err)
 	}
-	srv := secureMetricsServer(mux, tlsCfg)
-	go func() {
-		if err := srv.Serve(tls.NewListener(ln, tlsCfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Secure metrics server stopped")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	httpserver.Serve(ctx, "secure metrics", secureMetricsServer(mux, tlsCfg), ln)
 	klog.InfoS("Serving metrics over HTTPS", "address", ln.Addr().String())
 	return ln.Addr(), nil
 }
 
-// secureMetricsServer is the HTTP server of the endpoint, with every limit
-// set: without them a client that never authenticates could hold
-// connections open forever or send 1 MiB of headers.
+// secureMetricsServer is the HTTP server of the endpoint, with the limits
+// of every server: unauthenticated clients reach it.
 func secureMetricsServer(h http.Handler, tlsCfg *tls.Config) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		TLSConfig:         tlsCfg,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-	}
+	srv := httpserver.New(h)
+	srv.TLSConfig = tlsCfg
+	return srv
 }
 
 // clientCAs returns the source of the CAs whose client certificates

@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/nativejobset/jobset/pkg/httpserver"
 )
 
 // fakeReviews answers token reviews from a table of tokens and access
@@ -462,18 +464,18 @@ func scrape(url string, cert *tls.Certificate, header http.Header) (int, error) 
 func TestSecureMetricsHeaderLimit(t *testing.T) {
 	f := &fakeReviews{tokens: map[string]string{"good": "scraper"}, allowed: map[string]bool{"scraper": true}}
 	url := startTestSecureMetrics(t, f, nil)
-	big := http.Header{"Authorization": {"Bearer good"}, "X-Padding": {strings.Repeat("p", 2*maxHeaderBytes)}}
+	big := http.Header{"Authorization": {"Bearer good"}, "X-Padding": {strings.Repeat("p", 2*httpserver.MaxHeaderBytes)}}
 	code, err := scrape(url, nil, big)
 	if err != nil || code != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("%d KiB of headers: status %d, err %v; want 431", 2*maxHeaderBytes>>10, code, err)
+		t.Errorf("%d KiB of headers: status %d, err %v; want 431", 2*httpserver.MaxHeaderBytes>>10, code, err)
 	}
 	if n, _ := f.reviewCounts(); n != 0 {
 		t.Errorf("%d token reviews for a refused request", n)
 	}
 	// Below the limit the same request is served.
-	small := http.Header{"Authorization": {"Bearer good"}, "X-Padding": {strings.Repeat("p", maxHeaderBytes/2)}}
+	small := http.Header{"Authorization": {"Bearer good"}, "X-Padding": {strings.Repeat("p", httpserver.MaxHeaderBytes/2)}}
 	if code, err := scrape(url, nil, small); err != nil || code != http.StatusOK {
-		t.Errorf("%d KiB of headers: status %d, err %v; want 200", maxHeaderBytes/2>>10, code, err)
+		t.Errorf("%d KiB of headers: status %d, err %v; want 200", httpserver.MaxHeaderBytes/2>>10, code, err)
 	}
 }
 

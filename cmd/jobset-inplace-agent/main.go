@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/pkg/httpserver"
 	"github.com/nativejobset/jobset/pkg/inplaceagent"
 	"github.com/nativejobset/jobset/pkg/version"
 )
@@ -185,7 +186,7 @@ func run(o *options) int {
 			return 2
 		}
 		defer ln.Close()
-		conf.LiftBarrier = func() { go serveProbe(ln, o.probePath) }
+		conf.LiftBarrier = func() { httpserver.Serve(ctx, "startup probe", probeServer(o.probePath), ln) }
 	}
 	for {
 		code := inplaceagent.New(conf, kube, js).Run(ctx)
@@ -205,9 +206,10 @@ func run(o *options) int {
 	}
 }
 
-// serveProbe answers the startup probe once the barrier is lifted.
-func serveProbe(ln net.Listener, path string) {
+// probeServer answers the startup probe; it is served once the barrier
+// is lifted.
+func probeServer(path string) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	_ = http.Serve(ln, mux)
+	return httpserver.New(mux)
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nativejobset/jobset/pkg/httpserver"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -59,5 +64,49 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if o, err := parseOptions(nil); err == nil {
 		t.Fatalf("without --version the missing environment was accepted: %+v", o)
+	}
+}
+
+// The startup probe server answers its path only, with every limit of
+// httpserver: headers above 16 KiB are refused.
+func TestProbeServer(t *testing.T) {
+	srv := probeServer("/barrier-is-down")
+	if srv.ReadHeaderTimeout != httpserver.ReadHeaderTimeout || srv.ReadTimeout != httpserver.ReadTimeout ||
+		srv.WriteTimeout != httpserver.WriteTimeout || srv.IdleTimeout != httpserver.IdleTimeout || srv.MaxHeaderBytes != httpserver.MaxHeaderBytes {
+		t.Errorf("limits: read header %v, read %v, write %v, idle %v, max header bytes %d",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	httpserver.Serve(ctx, "probe", srv, ln)
+	base := "http://" + ln.Addr().String()
+	for _, tc := range []struct {
+		path    string
+		padding int
+		want    int
+	}{
+		{"/barrier-is-down", 0, http.StatusOK},
+		{"/other", 0, http.StatusNotFound},
+		{"/barrier-is-down", 2 * httpserver.MaxHeaderBytes, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		req, err := http.NewRequest(http.MethodGet, base+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.padding > 0 {
+			req.Header.Set("X-Padding", strings.Repeat("p", tc.padding))
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", tc.path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s with %d bytes of padding: %d, want %d", tc.path, tc.padding, resp.StatusCode, tc.want)
+		}
 	}
 }
