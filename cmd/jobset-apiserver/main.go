@@ -27,8 +27,12 @@ func main() {
 }
 
 // run parses args and serves; with --version it prints the version to
-// stdout and returns before anything starts.
+// stdout and returns before anything starts. `snapshot ...` backs the
+// store up or restores it instead (snapshot.go).
 func run(args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "snapshot" {
+		return runSnapshot(args[1:], os.Stdin, stdout, os.Stderr)
+	}
 	opts := apiserver.NewOptions(os.Stdout, os.Stderr)
 	logOpts := logs.NewOptions()
 

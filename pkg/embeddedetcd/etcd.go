@@ -70,6 +70,30 @@ const (
 	snapshotCatchUpEntries = 100
 )
 
+// The embedded member's identity. A snapshot restored for the embedded etcd
+// gets the same (pkg/etcdsnapshot), so that the server starts on it as on
+// its own data.
+const (
+	MemberName   = "jobset-apiserver"
+	PeerURL      = "http://127.0.0.1:0"
+	ClusterToken = "etcd-cluster"
+)
+
+// ClientURL is where a client on this machine reaches an embedded etcd
+// whose data directory is dir: its unix socket there, or the loopback port
+// when port is positive.
+func ClientURL(dir string, port int) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	u, err := clientURL(abs, port)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
 // Server is a running embedded etcd.
 type Server struct {
 	etcd        *embed.Etcd
@@ -114,7 +138,8 @@ func Start(cfg Config) (*Server, error) {
 	}
 
 	ec := embed.NewConfig()
-	ec.Name = "jobset-apiserver"
+	ec.Name = MemberName
+	ec.InitialClusterToken = ClusterToken
 	ec.Dir = dir
 	ec.LogLevel = "warn"
 	ec.MaxRequestBytes = uint(cfg.MaxRequestBytes)
@@ -127,7 +152,10 @@ func Start(cfg Config) (*Server, error) {
 	// network (etcd takes a peer socket's path from the URL's host). The
 	// advertised URL is only a label, kept as it always was.
 	peerListen := url.URL{Scheme: "unix", Host: filepath.Join(dir, peerSocketName)}
-	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	peer, err := url.Parse(PeerURL)
+	if err != nil {
+		return nil, err
+	}
 	client, err := clientURL(dir, cfg.ClientPort)
 	if err != nil {
 		return nil, err
@@ -138,7 +166,7 @@ func Start(cfg Config) (*Server, error) {
 			"authorization, admission and validation. Use it only while debugging; the default (0) serves only the private unix socket.", cfg.ClientPort)
 	}
 	ec.ListenPeerUrls = []url.URL{peerListen}
-	ec.AdvertisePeerUrls = []url.URL{peer}
+	ec.AdvertisePeerUrls = []url.URL{*peer}
 	ec.ListenClientUrls = []url.URL{client}
 	ec.AdvertiseClientUrls = []url.URL{client}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
