@@ -63,7 +63,7 @@ func (o *secureMetricsOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.minTLS, "tls-min-version", o.minTLS,
 		"Minimum TLS version of the HTTPS metrics endpoint (VersionTLS12, VersionTLS13).")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", o.clientCAFile,
-		"CA bundle whose client certificates authenticate to the HTTPS metrics endpoint (user: CommonName, groups: Organization), reloaded when the file changes. Empty reads the cluster's client CA from the ConfigMap kube-system/extension-apiserver-authentication once at start.")
+		"CA bundle whose client certificates authenticate to the HTTPS metrics endpoint (user: CommonName, groups: Organization), reloaded when the file changes. Empty uses the cluster's client CA from the ConfigMap kube-system/extension-apiserver-authentication, watched so that a rotated CA takes effect without a restart.")
 	fs.StringVar(&o.authnConfig, "authentication-kubeconfig", o.authnConfig,
 		"Kubeconfig of the API server that reviews tokens (TokenReview); empty uses the controller's own.")
 	fs.StringVar(&o.authzConfig, "authorization-kubeconfig", o.authzConfig,
@@ -236,34 +236,36 @@ func secureMetricsServer(h http.Handler, tlsCfg *tls.Config) *http.Server {
 
 // clientCAs returns the source of the CAs whose client certificates
 // authenticate: --client-ca-file, reloaded when the file changes, else the
-// cluster's client CA as kube-apiserver publishes it for extension servers,
-// read once. It returns nil when there is neither, and only tokens work.
+// cluster's client CA as kube-apiserver publishes it for extension servers
+// in the ConfigMap kube-system/extension-apiserver-authentication, watched
+// so that a rotated CA takes effect without a restart. The source gives nil
+// while there is no valid CA: then only tokens work.
 func clientCAs(ctx context.Context, file string, kube kubernetes.Interface) (func() *x509.CertPool, error) {
+	var ca dynamiccertificates.CAContentProvider
 	if file != "" {
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("metrics-client-ca", file)
+		fromFile, err := dynamiccertificates.NewDynamicCAContentFromFile("metrics-client-ca", file)
 		if err != nil {
 			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}
-		go ca.Run(ctx, 1)
-		return func() *x509.CertPool {
-			// The last valid content stays in use while a new file is bad.
-			opts, ok := ca.VerifyOptions()
-			if !ok {
-				return nil
-			}
-			return opts.Roots
-		}, nil
+		go fromFile.Run(ctx, 1)
+		ca = fromFile
+	} else {
+		fromConfigMap, err := dynamiccertificates.NewDynamicCAFromConfigMapController("metrics-client-ca",
+			metav1.NamespaceSystem, "extension-apiserver-authentication", "client-ca-file", kube)
+		if err != nil {
+			return nil, err
+		}
+		go fromConfigMap.Run(ctx, 1)
+		ca = fromConfigMap
 	}
-	cm, err := kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
-	if err != nil {
-		klog.InfoS("No cluster client CA; client certificates are not accepted by the metrics endpoint", "err", err)
-		return nil, nil
-	}
-	pool := x509.NewCertPool()
-	if pemData := cm.Data["client-ca-file"]; pemData == "" || !pool.AppendCertsFromPEM([]byte(pemData)) {
-		return nil, nil
-	}
-	return func() *x509.CertPool { return pool }, nil
+	return func() *x509.CertPool {
+		// The last valid content stays in use while a new one is bad.
+		opts, ok := ca.VerifyOptions()
+		if !ok {
+			return nil
+		}
+		return opts.Roots
+	}, nil
 }
 
 // servingCertificate returns the TLS certificate callback: the files of

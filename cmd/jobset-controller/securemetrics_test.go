@@ -24,8 +24,10 @@ import (
 	"github.com/spf13/pflag"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/nativejobset/jobset/pkg/httpserver"
@@ -582,4 +584,64 @@ func writeCAFile(t *testing.T, ca *testCA) string {
 		t.Fatal(err)
 	}
 	return file
+}
+
+// Without --client-ca-file the client CA comes from the ConfigMap
+// kube-system/extension-apiserver-authentication and follows its changes:
+// a CA that appears later, then a rotated one, take effect without a
+// restart, and the replaced CA's certificates are refused.
+func TestSecureMetricsClusterClientCAReload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	oldCA, newCA := newTestCA(t, "old-ca"), newTestCA(t, "new-ca")
+	oldCert, newCert := oldCA.clientCert(t, "scraper"), newCA.clientCert(t, "scraper")
+	kube := fake.NewClientset()
+	clientCA, err := clientCAs(ctx, "", kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeReviews{allowed: map[string]bool{"scraper": true}}
+	url := startTestSecureMetrics(t, f, clientCA)
+	accepted := func(cert *tls.Certificate) bool {
+		code, err := scrape(url, cert, nil)
+		return err == nil && code == http.StatusOK
+	}
+	waitAccepted := func(what string, cert *tls.Certificate) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return accepted(cert), nil
+		})
+		if err != nil {
+			t.Fatalf("%s not accepted: %v", what, err)
+		}
+	}
+
+	// No ConfigMap yet: no certificate authenticates.
+	if accepted(&oldCert) {
+		t.Fatal("a client certificate was accepted without any client CA")
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "extension-apiserver-authentication"},
+		Data:       map[string]string{"client-ca-file": string(oldCA.certPEM)},
+	}
+	if _, err := kube.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAccepted("certificate of the CA published after the start", &oldCert)
+	if accepted(&newCert) {
+		t.Fatal("certificate of a CA not in the ConfigMap was accepted")
+	}
+
+	cm.Data["client-ca-file"] = string(newCA.certPEM)
+	if _, err := kube.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAccepted("certificate of the rotated CA", &newCert)
+	if accepted(&oldCert) {
+		t.Error("certificate of the replaced CA still accepted")
+	}
+
+	if n, _ := f.reviewCounts(); n != 0 {
+		t.Errorf("%d token reviews for certificate callers", n)
+	}
 }
