@@ -20,6 +20,8 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -63,6 +65,8 @@ type Options struct {
 	EmbeddedEtcdUnsafeNoFsync bool
 
 	embeddedEtcd *embeddedetcd.Server
+	// nospaceEvents reports the embedded etcd's NOSPACE alarm as Events.
+	nospaceEvents *nospaceEvents
 	// standalone is set when no Kubernetes API is reachable: the server then
 	// runs without admission plugins and priority and fairness.
 	standalone bool
@@ -136,6 +140,7 @@ func (o *Options) Complete() error {
 	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
 		klog.InfoS("Embedded etcd quota", "bytes", o.EmbeddedEtcdQuotaBackendBytes, "memoryLimit", o.MemoryLimit)
+		o.nospaceEvents = newNospaceEvents()
 		srv, err := embeddedetcd.Start(embeddedetcd.Config{
 			Dir:                 o.EmbeddedEtcdDir,
 			ClientPort:          o.EmbeddedEtcdClientPort,
@@ -143,6 +148,7 @@ func (o *Options) Complete() error {
 			QuotaBackendBytes:   o.EmbeddedEtcdQuotaBackendBytes,
 			MaintenanceInterval: o.EmbeddedEtcdMaintenanceInterval,
 			UnsafeNoFsync:       o.EmbeddedEtcdUnsafeNoFsync,
+			OnAlarmChange:       o.nospaceEvents.alarmChanged,
 		})
 		if err != nil {
 			return err
@@ -229,8 +235,32 @@ func (o *Options) Config() (*Config, error) {
 		// NOSPACE is not a readiness failure: reads and the deletes that
 		// free space must still be routed here.
 		c.OnStorageFull = o.embeddedEtcd.NoticeNospace
+		// Standalone, the alarm is only logged and exported as a metric.
+		if cfg.ClientConfig != nil {
+			if err := o.addNospaceEventsHook(cfg); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return c, nil
+}
+
+// addNospaceEventsHook records the embedded etcd's NOSPACE alarm as Events
+// in the cluster once the server runs, until it stops.
+func (o *Options) addNospaceEventsHook(cfg *genericapiserver.RecommendedConfig) error {
+	kube, err := kubernetes.NewForConfig(cfg.ClientConfig)
+	if err != nil {
+		return fmt.Errorf("creating the client for NOSPACE events: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg.ClientConfig)
+	if err != nil {
+		return fmt.Errorf("creating the client for NOSPACE events: %w", err)
+	}
+	events := o.nospaceEvents
+	return cfg.AddPostStartHook("jobset-nospace-events", func(ctx genericapiserver.PostStartHookContext) error {
+		events.start(ctx, kube, meta)
+		return nil
+	})
 }
 
 // admissionInitializers are the initializers our admission plugins need

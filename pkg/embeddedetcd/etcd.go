@@ -43,8 +43,8 @@ type Config struct {
 	MinDefragInterval time.Duration
 	// OnAlarmChange, when set, is called when the NOSPACE alarm is seen
 	// raised and when it is cleared, with a message for an operator, for a
-	// caller that reports it elsewhere (jobset-apiserver does not yet); the
-	// maintainer logs and exports the metric itself.
+	// caller that reports it elsewhere (jobset-apiserver records Events);
+	// the maintainer logs and exports the metric itself. It must not block.
 	OnAlarmChange func(raised bool, message string)
 	// UnsafeNoFsync skips fsync on every write, as etcd's
 	// --unsafe-no-fsync: a crash of the machine (not of the process) can
