@@ -98,13 +98,7 @@ func busiestReplica(t *testing.T) (string, map[string]int) {
 	conns := map[string]int{}
 	best := apiservers[0]
 	for _, name := range apiservers {
-		port := 0
-		for _, a := range templates[name].Args {
-			if v, ok := strings.CutPrefix(a, "--secure-port="); ok {
-				port, _ = strconv.Atoi(v)
-			}
-		}
-		conns[name] = establishedTo(port)
+		conns[name] = establishedTo(replicaPort(name))
 		if conns[name] > conns[best] {
 			best = name
 		}

@@ -36,6 +36,9 @@ var (
 	restartable = append(append([]string{"kube-controller-manager"}, apiservers...), controllers...)
 )
 
+// defaultPortBase is the suite's port base unless FAULTS_PORT_BASE says otherwise.
+const defaultPortBase = 23400
+
 var cl *localcluster.Cluster
 
 // templates holds the command line of every restartable component, read
@@ -48,7 +51,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	o := localcluster.Options{
-		Prefix: "FAULTS_", Dir: "_output/faults", PortBase: 23400, Nodes: 8,
+		Prefix: "FAULTS_", Dir: "_output/faults", PortBase: defaultPortBase, Nodes: 8,
 		APIServers: 2, Controllers: 2,
 		Env: []string{fmt.Sprintf("JOBSET_CONTROLLER_ARGS=--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s",
 			leaseDuration, renewDeadline, retryPeriod)},

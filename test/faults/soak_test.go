@@ -3,8 +3,6 @@ package faults
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"math/rand"
@@ -408,20 +406,11 @@ func etcdDBSize() (total, inUse int64, err error) {
 			port = v
 		}
 	}
-	pki := filepath.Join(cl.LocalDir, "pki")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "etcd-client.crt"), filepath.Join(pki, "etcd-client.key"))
+	tlsConfig, err := etcdClientTLS()
 	if err != nil {
 		return 0, 0, err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		return 0, 0, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
-	}}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	resp, err := client.Get("https://127.0.0.1:" + port + "/metrics")
 	if err != nil {
 		return 0, 0, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +46,16 @@ func retryable(err error) bool {
 }
 
 // outcomeUnknown reports whether a failed write may still have happened:
-// a retryable error, or a request given up by the client.
+// a retryable error, a server error (etcd may have committed a write whose
+// answer timed out), or a request given up by the client.
 func outcomeUnknown(err error) bool {
-	return retryable(err) || errors.Is(err, context.Canceled)
+	return retryable(err) || serverError(err) || errors.Is(err, context.Canceled)
+}
+
+// serverError reports whether err is an answer with a 5xx status.
+func serverError(err error) bool {
+	var se apierrors.APIStatus
+	return errors.As(err, &se) && se.Status().Code >= 500
 }
 
 // errorCode names an error for the tally: the HTTP status code and reason,
@@ -56,7 +64,14 @@ func errorCode(err error) string {
 	var se apierrors.APIStatus
 	if errors.As(err, &se) {
 		s := se.Status()
-		return fmt.Sprintf("%d %s", s.Code, s.Reason)
+		reason := string(s.Reason)
+		if reason == "" {
+			reason = http.StatusText(int(s.Code))
+		}
+		return fmt.Sprintf("%d %s", s.Code, reason)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "client timeout"
 	}
 	if retryable(err) {
 		return "transport"
@@ -72,6 +87,10 @@ type stats struct {
 	unretried []string // errors that are not retryable, with the operation
 	latencies []time.Duration
 	ackTimes  []time.Time
+	// mayRetry, when set, replaces retryable as the test for errors a
+	// client may retry.
+	mayRetry func(error) bool
+	examples map[string]string // the first error of each code
 }
 
 func (s *stats) ackCount() int {
@@ -93,7 +112,7 @@ func (s *stats) ackedBetween(from, until time.Time) bool {
 	return false
 }
 
-func newStats() *stats { return &stats{errors: map[string]int{}} }
+func newStats() *stats { return &stats{errors: map[string]int{}, examples: map[string]string{}} }
 
 func (s *stats) record(op string, d time.Duration, err error) {
 	s.mu.Lock()
@@ -107,8 +126,16 @@ func (s *stats) record(op string, d time.Duration, err error) {
 		s.ackTimes = append(s.ackTimes, time.Now())
 		return
 	}
-	s.errors[errorCode(err)]++
-	if !retryable(err) {
+	code := errorCode(err)
+	s.errors[code]++
+	if _, ok := s.examples[code]; !ok {
+		s.examples[code] = fmt.Sprintf("%s: %v", op, err)
+	}
+	mayRetry := retryable
+	if s.mayRetry != nil {
+		mayRetry = s.mayRetry
+	}
+	if !mayRetry(err) {
 		s.unretried = append(s.unretried, fmt.Sprintf("%s: %v", op, err))
 	}
 }

@@ -125,3 +125,45 @@ func (c *Cluster) Restart(p *Process, why string) (*Process, error) {
 func (c *Cluster) pidFile(component string) string {
 	return filepath.Join(c.LocalDir, "pids", component+".pid")
 }
+
+// StartProcess starts a component hack/local-up.sh does not start (say, a
+// test's own etcd member) the way Restart starts a killed one: in its own
+// session, logging to logs/<component>.log, with a pid file, so that
+// Restart can start it again and hack/local-down.sh stops it. args[0] is
+// the executable.
+func (c *Cluster) StartProcess(component string, args []string, why string) (*Process, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("%s: no command line", component)
+	}
+	// The pid file records the executable as the kernel reports it.
+	exe, err := filepath.EvalSymlinks(args[0])
+	if err != nil {
+		return nil, err
+	}
+	if exe, err = filepath.Abs(exe); err != nil {
+		return nil, err
+	}
+	argv := append([]string{exe}, args[1:]...)
+	return c.Restart(&Process{Component: component, Exe: exe, Args: argv}, why)
+}
+
+// Stop sends SIGTERM to the process, if it still is the recorded one, and
+// waits until it is gone; after timeout it kills it (Kill).
+func (p *Process) Stop(timeout time.Duration) error {
+	if !p.Alive() {
+		return fmt.Errorf("%s (pid %d) is no longer the recorded process", p.Component, p.PID)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(timeout); p.Alive(); {
+		if time.Now().After(deadline) {
+			if err := p.Kill(); err != nil && p.Alive() {
+				return err
+			}
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
