@@ -148,9 +148,6 @@ func TestEtcdClusterMembersKilledDuringWrites(t *testing.T) {
 		t.Errorf("a client saw an error it may not retry: %s", e)
 	}
 	ld.st.mu.Unlock()
-	if len(errorsWithoutQuorum) == 0 {
-		t.Errorf("no write failed while only one etcd member of three ran")
-	}
 
 	// Nothing acknowledged was lost.
 	var lost []string
