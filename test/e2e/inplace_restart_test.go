@@ -75,15 +75,7 @@ func startAgents(t *testing.T, ns, js string) *agents {
 // with a token of its ServiceAccount.
 func agentKubeconfig(t *testing.T, ns, dir string) string {
 	t.Helper()
-	rbac, err := os.ReadFile(filepath.Join(cluster.root, "artifacts", "inplace-agent", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The manifest names namespace default; apply it to ns instead.
-	manifest := strings.ReplaceAll(string(rbac), "namespace: default", "namespace: "+ns)
-	if out, err := kubectlIn(manifest, "apply", "-f", "-"); err != nil {
-		t.Fatalf("applying the agent RBAC: %v\n%s", err, out)
-	}
+	applyAgentRBAC(t, ns)
 	// --restart-via-annotation also watches its pod, to see kwok's restart
 	// (the shipped Role already lets the agent read it).
 	simulation := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
