@@ -95,9 +95,14 @@ func TestNospaceThroughKubeAPIServer(t *testing.T) {
 	if _, err := jobsets.Get(ctx, "fill-000", metav1.GetOptions{}); err != nil {
 		t.Errorf("get under the alarm: %v", err)
 	}
+	// etcd applies the write that crosses the quota and still answers
+	// NOSPACE for it (its quota applier), so the refused JobSet may exist.
 	list := kubectl(t, "get", "jobsets", "-n", ns)
-	if n := strings.Count(list, "\nfill-"); n != created {
-		t.Errorf("kubectl get jobsets under the alarm listed %d of %d JobSets:\n%s", n, created, list)
+	refusedName := fmt.Sprintf("\nfill-%03d ", created)
+	if n := strings.Count(list, "\nfill-"); n != created && !(n == created+1 && strings.Contains(list, refusedName)) {
+		t.Errorf("kubectl get jobsets under the alarm listed %d JobSets; want the %d created (and perhaps the refused one):\n%s", n, created, list)
+	} else if n == created+1 {
+		t.Logf("the JobSet whose create was refused was stored (etcd applied the write that crossed the quota)")
 	}
 	kubectl(t, "delete", "jobset", "fill-001", "-n", ns)
 	if _, err := jobsets.Get(ctx, "fill-001", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
