@@ -50,7 +50,11 @@ func TestInPlaceAgentAdmissionPolicy(t *testing.T) {
 	ns := namespace(t)
 	applyAgentRBAC(t, ns)
 	installAgentPolicy(t, ns)
-	createJobSet(t, inPlaceJobSet(ns, "ip", 1))
+	js := inPlaceJobSet(ns, "ip", 1)
+	// As in a real pod template: a token can only be bound to a pod that
+	// runs with its service account.
+	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.ServiceAccountName = "jobset-inplace-agent"
+	createJobSet(t, js)
 	var pods []corev1.Pod
 	eventually(t, 2*time.Minute, "4 pods of the JobSet", func(ctx context.Context) (bool, error) {
 		var err error
@@ -290,7 +294,11 @@ func runAgents(t *testing.T, ns, js string, pods []corev1.Pod) {
 			defer wg.Done()
 			defer log.Close()
 			if err := cmd.Run(); err != nil {
-				errs[i] = fmt.Errorf("the agent of %s: %v (log %s)", p.Name, err, logPath)
+				out, _ := os.ReadFile(logPath)
+				if len(out) > 2000 {
+					out = out[len(out)-2000:]
+				}
+				errs[i] = fmt.Errorf("the agent of %s: %v; the end of its log:\n%s", p.Name, err, out)
 			}
 		}()
 	}
