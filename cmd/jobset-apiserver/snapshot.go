@@ -18,11 +18,16 @@ import (
 )
 
 const snapshotUsage = `Usage:
-  jobset-apiserver snapshot save FILE|- [--embedded-etcd-dir=DIR | --etcd-servers=URL ...]
+  jobset-apiserver snapshot save FILE|- [--embedded-etcd-dir=DIR | --etcd-servers=URL ... | --from-pod=NS/POD]
+  jobset-apiserver snapshot save --into-dir=DIR [--keep=N] [source flags as above]
       Take a consistent snapshot of the JobSet store while the server runs:
       from the embedded etcd through the unix socket in DIR (run it where
-      the server runs, e.g. kubectl exec), or from one external etcd member.
+      the server runs, e.g. kubectl exec), from one external etcd member,
+      or from the embedded etcd of the server's pod NS/POD through the
+      pods/exec subresource (a scheduled backup's CronJob does this).
       FILE must not exist; "-" writes the snapshot to standard output.
+      --into-dir names the file after the time (jobsets-<UTC time>.db) and
+      then removes all but the newest N such files there.
   jobset-apiserver snapshot status FILE
       Check a snapshot (checksum, database integrity) and print its revision
       and key count.
@@ -75,50 +80,137 @@ func snapshotSave(args []string, stdout, stderr io.Writer) error {
 	caFile := fs.String("etcd-cafile", "", "CA bundle of the external etcd.")
 	certFile := fs.String("etcd-certfile", "", "Client certificate for the external etcd.")
 	keyFile := fs.String("etcd-keyfile", "", "Client key for the external etcd.")
+	fromPod := fs.String("from-pod", "", "NAMESPACE/NAME of a jobset-apiserver pod with an embedded etcd: the snapshot is taken there (in its --embedded-etcd-dir) through pods/exec, which needs create on pods/exec for that pod.")
+	container := fs.String("container", "apiserver", "With --from-pod: the server's container.")
+	kubeconfig := fs.String("kubeconfig", "", "With --from-pod: the kubeconfig to reach the cluster with (default: the pod's ServiceAccount).")
+	intoDir := fs.String("into-dir", "", "Write the snapshot into this directory as jobsets-<UTC time>.db instead of to FILE.")
+	keep := fs.Int("keep", 0, "With --into-dir: after a successful snapshot, remove all but the newest N jobsets-*.db files there (0 keeps every one).")
 	timeout := fs.Duration("timeout", 10*time.Minute, "How long the snapshot may take.")
-	out, err := parseOne(fs, args, "the file to write (or - for standard output)")
-	if err != nil {
-		return err
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("snapshot save: %w", err)
 	}
-
-	var src etcdsnapshot.Source
-	switch len(*servers) {
-	case 0:
-		if src.Endpoint, err = embeddedetcd.ClientURL(*dir, *port); err != nil {
-			return err
-		}
-		if *port == 0 {
-			sock := strings.TrimPrefix(src.Endpoint, "unix://")
-			if _, err := os.Stat(sock); err != nil {
-				return fmt.Errorf("no embedded etcd socket at %s: run this where jobset-apiserver runs (e.g. kubectl exec into its pod) with its --embedded-etcd-dir (%w)", sock, err)
-			}
-		}
-	case 1:
-		src.Endpoint = (*servers)[0]
-		if *caFile != "" || *certFile != "" || *keyFile != "" {
-			tlsInfo := transport.TLSInfo{TrustedCAFile: *caFile, CertFile: *certFile, KeyFile: *keyFile}
-			if src.TLS, err = tlsInfo.ClientConfig(); err != nil {
-				return fmt.Errorf("--etcd-cafile/--etcd-certfile/--etcd-keyfile: %w", err)
-			}
-		}
+	var out string
+	switch {
+	case *intoDir == "" && fs.NArg() == 1:
+		out = fs.Arg(0)
+	case *intoDir == "":
+		return fmt.Errorf("snapshot save needs exactly one argument, the file to write (or - for standard output), or --into-dir (got %d arguments)", fs.NArg())
+	case fs.NArg() != 0:
+		return fmt.Errorf("snapshot save: --into-dir names the file itself: give no FILE argument (got %q)", fs.Args())
+	case *keep < 0:
+		return fmt.Errorf("snapshot save: --keep=%d: want 0 (keep every snapshot) or more", *keep)
 	default:
-		return fmt.Errorf("--etcd-servers: a snapshot is one member's state: give exactly one member, not %d", len(*servers))
+		if fi, err := os.Stat(*intoDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("snapshot save: --into-dir=%s is not a directory (%v)", *intoDir, err)
+		}
+		out = filepath.Join(*intoDir, etcdsnapshot.BackupName(time.Now()))
+	}
+	if *keep != 0 && *intoDir == "" {
+		return errors.New("snapshot save: --keep goes with --into-dir")
+	}
+	if *fromPod != "" && len(*servers) > 0 {
+		return errors.New("snapshot save: --from-pod and --etcd-servers name two sources: give one")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	var saved etcdsnapshot.Saved
-	if out == "-" {
-		saved, err = etcdsnapshot.Save(ctx, src, stdout)
-		out = "standard output"
+	var from string
+	var err error
+	if *fromPod != "" {
+		p := podTarget{container: *container, kubeconfig: *kubeconfig}
+		if p.namespace, p.name, err = parsePod(*fromPod); err != nil {
+			return err
+		}
+		from = "pod " + *fromPod
+		saved, err = saveFromPod(ctx, p, *dir, out, stdout, stderr)
 	} else {
-		saved, err = etcdsnapshot.SaveFile(ctx, src, out)
+		var src etcdsnapshot.Source
+		if src, err = etcdSource(*dir, *port, *servers, *caFile, *certFile, *keyFile); err != nil {
+			return err
+		}
+		from = src.Endpoint
+		if out == "-" {
+			saved, err = etcdsnapshot.Save(ctx, src, stdout)
+		} else {
+			saved, err = etcdsnapshot.SaveFile(ctx, src, out)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "snapshot of %d bytes (etcd storage version %s) from %s written to %s\n", saved.Bytes, saved.EtcdVersion, src.Endpoint, out)
+	if out == "-" {
+		out = "standard output"
+	}
+	version := ""
+	if saved.EtcdVersion != "" {
+		version = " (etcd storage version " + saved.EtcdVersion + ")"
+	}
+	fmt.Fprintf(stderr, "snapshot of %d bytes%s from %s written to %s\n", saved.Bytes, version, from, out)
+	if *intoDir == "" {
+		return nil
+	}
+	// A scheduled backup says what it holds, so that its Job's log is a
+	// record of each backup.
+	if err := snapshotStatus([]string{out}, stderr, stderr); err != nil {
+		return err
+	}
+	if *keep > 0 {
+		removed, err := etcdsnapshot.Prune(*intoDir, *keep)
+		for _, name := range removed {
+			fmt.Fprintf(stderr, "removed the old snapshot %s (keeping the newest %d)\n", name, *keep)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// etcdSource is the etcd that a snapshot is taken from here: the embedded
+// one through its socket (or loopback port), or one external member.
+func etcdSource(dir string, port int, servers []string, caFile, certFile, keyFile string) (etcdsnapshot.Source, error) {
+	var src etcdsnapshot.Source
+	var err error
+	switch len(servers) {
+	case 0:
+		if src.Endpoint, err = embeddedetcd.ClientURL(dir, port); err != nil {
+			return src, err
+		}
+		if port == 0 {
+			sock := strings.TrimPrefix(src.Endpoint, "unix://")
+			if _, err := os.Stat(sock); err != nil {
+				return src, fmt.Errorf("no embedded etcd socket at %s: run this where jobset-apiserver runs (e.g. kubectl exec into its pod, or --from-pod) with its --embedded-etcd-dir (%w)", sock, err)
+			}
+		}
+	case 1:
+		src.Endpoint = servers[0]
+		if caFile != "" || certFile != "" || keyFile != "" {
+			tlsInfo := transport.TLSInfo{TrustedCAFile: caFile, CertFile: certFile, KeyFile: keyFile}
+			if src.TLS, err = tlsInfo.ClientConfig(); err != nil {
+				return src, fmt.Errorf("--etcd-cafile/--etcd-certfile/--etcd-keyfile: %w", err)
+			}
+		}
+	default:
+		return src, fmt.Errorf("--etcd-servers: a snapshot is one member's state: give exactly one member, not %d", len(servers))
+	}
+	return src, nil
+}
+
+// saveFromPod writes the snapshot that the server's pod streams to out (a
+// file, or standard output for "-").
+func saveFromPod(ctx context.Context, p podTarget, embeddedEtcdDir, out string, stdout, stderr io.Writer) (etcdsnapshot.Saved, error) {
+	r, err := streamFromPod(ctx, p, embeddedEtcdDir, stderr)
+	if err != nil {
+		return etcdsnapshot.Saved{}, err
+	}
+	defer r.Close()
+	if out == "-" {
+		n, err := io.Copy(stdout, r)
+		return etcdsnapshot.Saved{Bytes: n}, err
+	}
+	return etcdsnapshot.CopyFile(r, out)
 }
 
 func snapshotStatus(args []string, stdout, _ io.Writer) error {

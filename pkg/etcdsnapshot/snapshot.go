@@ -83,6 +83,29 @@ func Save(ctx context.Context, src Source, w io.Writer) (Saved, error) {
 // given its name, so that path never holds a partial or corrupt snapshot and
 // an earlier backup is never overwritten.
 func SaveFile(ctx context.Context, src Source, path string) (Saved, error) {
+	return writeNew(path, func(w io.Writer) (Saved, error) { return Save(ctx, src, w) })
+}
+
+// CopyFile writes the snapshot that r streams (the output of `snapshot save
+// -`, say from the server's pod) to path with SaveFile's guarantees, and
+// checks the checksum at its end.
+func CopyFile(r io.Reader, path string) (Saved, error) {
+	return writeNew(path, func(w io.Writer) (Saved, error) {
+		check := newChecksum()
+		n, err := io.Copy(io.MultiWriter(w, check), r)
+		if err != nil {
+			return Saved{Bytes: n}, fmt.Errorf("receiving the snapshot after %d bytes: %w", n, err)
+		}
+		if err := check.verify(n); err != nil {
+			return Saved{Bytes: n}, fmt.Errorf("the snapshot received: %w", err)
+		}
+		return Saved{Bytes: n}, nil
+	})
+}
+
+// writeNew gives path the contents that fill writes, only once fill has
+// succeeded and the data is synced; path must not exist.
+func writeNew(path string, fill func(io.Writer) (Saved, error)) (Saved, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return Saved{}, fmt.Errorf("%s already exists: refusing to overwrite it; choose a new file name", path)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -95,7 +118,7 @@ func SaveFile(ctx context.Context, src Source, path string) (Saved, error) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	saved, err := Save(ctx, src, tmp)
+	saved, err := fill(tmp)
 	if err != nil {
 		return saved, err
 	}
