@@ -7,7 +7,7 @@ BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
 # fieldsv1string: managedFields are held interned (one copy per distinct
 # document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
-# cache about 5 KB per JobSet smaller (README "Protobuf").
+# cache about 5 KB per JobSet smaller (docs/api.md, "Protobuf").
 GO_BUILD_TAGS ?= fieldsv1string
 # Tests and benchmarks run the product's build, tags included.
 GO_TEST = $(GO) test -tags '$(GO_BUILD_TAGS)'
