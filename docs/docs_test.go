@@ -96,7 +96,8 @@ func TestCheckFindsBrokenReferences(t *testing.T) {
 		"```sh\n# not a heading\nkubectl apply -f pkg/thing.yaml\n```\n\n"+
 		// The broken ones:
 		"[gone](docs/missing.md), [no anchor](docs/guide.md#nowhere), [self](#not-here),\n"+
-		"[outside](../elsewhere.md), `hack/missing.sh`, `hack/nothing.Build`, `pkg/nothing/<x>`, [code](hack/run.sh) `[x](ignored.md)`.\n"+
+		"[outside](../elsewhere.md), `hack/missing.sh`, `hack/nothing.Build`, `pkg/nothing/<x>`, [code](hack/run.sh) `[x](ignored.md)`,\n"+
+		"an escaped \\[A-Z\\](missing.md) that is no link.\n"+
 		"```\nkubectl apply -f pkg/absent.yaml\n```\n")
 	write("docs/guide.md", "# Guide\n\n## A real node: `REAL_NODE=1`\n\n## Setup\n\n## Setup\n\n```\n## Fenced\n```\n")
 	write("hack/run.sh", "#!/bin/sh\n")
@@ -147,6 +148,7 @@ var (
 	// A reference definition: [label]: target
 	refDefRE = regexp.MustCompile(`(?m)^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$`)
 	codeRE   = regexp.MustCompile("`+([^`]+)`+")
+	escapeRE = regexp.MustCompile(`\\[[:punct:]]`)
 	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
 )
 
@@ -257,8 +259,10 @@ func check(root string, files []string) []string {
 			problems = append(problems, f+": "+fmt.Sprintf(format, args...))
 		}
 
-		// Links, outside code: code spans are blanked first.
+		// Links, outside code: code spans and backslash escapes (\[) are
+		// blanked first.
 		prose := codeRE.ReplaceAllStringFunc(p.prose, func(s string) string { return strings.Repeat(" ", len(s)) })
+		prose = escapeRE.ReplaceAllString(prose, "  ")
 		var targets []string
 		for _, m := range linkRE.FindAllStringSubmatch(prose, -1) {
 			targets = append(targets, m[2])
