@@ -75,6 +75,34 @@ func TestDocumentationLinksAndPaths(t *testing.T) {
 	}
 }
 
+// TestEveryPageIsInTheIndex keeps docs/README.md, the index, complete: a
+// page under docs/ that it does not link is one a newcomer never finds.
+func TestEveryPageIsInTheIndex(t *testing.T) {
+	files := repoFiles(t, "..")
+	index, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, m := range linkRE.FindAllStringSubmatch(parse(string(index)).prose, -1) {
+		file, _, _ := strings.Cut(m[2], "#")
+		linked[path.Clean(path.Join("docs", file))] = true
+	}
+	pages := 0
+	for _, f := range files {
+		if !strings.HasPrefix(f, "docs/") || !strings.HasSuffix(f, ".md") || f == "docs/README.md" {
+			continue
+		}
+		pages++
+		if !linked[f] {
+			t.Errorf("%s is not linked from docs/README.md: add a line for it to the index", f)
+		}
+	}
+	if pages == 0 {
+		t.Error("no pages under docs/")
+	}
+}
+
 // TestCheckFindsBrokenReferences shows that the check reports each kind of
 // broken reference, and nothing for references that resolve.
 func TestCheckFindsBrokenReferences(t *testing.T) {
