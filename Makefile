@@ -7,7 +7,7 @@ BIN := _output/bin
 GO_TEST_FLAGS ?= -count=1
 # fieldsv1string: managedFields are held interned (one copy per distinct
 # document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
-# cache about 5 KB per JobSet smaller (README "Protobuf").
+# cache about 5 KB per JobSet smaller (docs/api.md, "Protobuf").
 GO_BUILD_TAGS ?= fieldsv1string
 # Tests and benchmarks run the product's build, tags included.
 GO_TEST = $(GO) test -tags '$(GO_BUILD_TAGS)'
@@ -40,7 +40,7 @@ REAL_NODE_DEPS = $(if $(filter 1,$(REAL_NODE)),node-tools node-images)
 WITH_KEDA ?= 0
 export WITH_KEDA
 
-.PHONY: all build tools run up update-tools down generate verify verify-codegen verify-fmt vet verify-vuln \
+.PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln \
 	test test-unit test-integration test-e2e test-node node-tools node-images test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
 	fuzz bench bench-node images push release test-release clean help clear-skips
 
@@ -91,13 +91,20 @@ update-tools: ## Rewrite hack/tools/*/go.mod after editing hack/versions.env.
 down: ## Stop a local cluster started with 'make run' or hack/local-up.sh --detach.
 	hack/local-down.sh
 
-generate: ## Regenerate deepcopy, defaults, conversion, OpenAPI, clientset, listers, informers, apply configurations.
+generate: ## Regenerate deepcopy, defaults, conversion, OpenAPI, clientset, listers, informers, apply configurations, the API reference.
 	hack/update-codegen.sh
+	$(MAKE) api-docs
 
-verify: verify-codegen verify-fmt vet verify-vuln ## Generated code up to date, gofmt clean, go vet clean, no known vulnerable symbol reachable.
+api-docs: ## Write docs/reference/api.md from the Go types of pkg/apis/jobset/v1alpha2.
+	$(GO) run -tags '$(GO_BUILD_TAGS)' ./hack/apidocs -out docs/reference/api.md
+
+verify: verify-codegen verify-api-docs verify-fmt vet verify-vuln ## Generated code and API reference up to date, gofmt clean, go vet clean, no known vulnerable symbol reachable.
 
 verify-codegen:
 	hack/verify-codegen.sh
+
+verify-api-docs:
+	$(GO) run -tags '$(GO_BUILD_TAGS)' ./hack/apidocs -check docs/reference/api.md
 
 verify-fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

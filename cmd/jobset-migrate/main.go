@@ -1,7 +1,7 @@
 // Command jobset-migrate moves every JobSet of an upstream JobSet
 // installation (a CustomResourceDefinition with webhooks) to the native
 // JobSet API, without stopping the JobSets' Jobs. See package migrate for
-// the steps; README's "Migrating from upstream JobSet" walks through a run.
+// the steps; docs/migration.md walks through a run.
 package main
 
 import (

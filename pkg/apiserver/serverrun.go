@@ -21,7 +21,7 @@ type RunOptions struct {
 	MaxRequestBodyBytes                 int64
 }
 
-// Defaults of RunOptions (see the flags' help and README "Reliability").
+// Defaults of RunOptions (see the flags' help and docs/operations/reliability.md).
 const (
 	DefaultRequestTimeout                      = 60 * time.Second
 	DefaultShutdownDelayDuration               = 2 * time.Second

@@ -6,7 +6,7 @@ import "time"
 // pure function of the previous state (kept in the JobSet's annotations,
 // see availability_annotations.go), what one sync observed, and the time.
 //
-// Definitions (the README's Metrics section states them for users):
+// Definitions (docs/reference/metrics.md states them for users):
 //   - available: running, and every Job of the current attempt ready or
 //     succeeded; a completed JobSet ends available.
 //   - interruption: starts when an available JobSet stops being available

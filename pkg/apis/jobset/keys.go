@@ -86,7 +86,7 @@ const (
 )
 
 // Annotations the controller keeps on a JobSet to measure its availability
-// across controller restarts (see the README's Metrics section). Times are
+// across controller restarts (see docs/reference/metrics.md). Times are
 // RFC 3339 with milliseconds, durations are seconds with three decimals.
 // They go beyond upstream and are written by the controller only.
 const (
