@@ -116,6 +116,15 @@ func TestCertManagerMatchesComponent(t *testing.T) {
 	compareObjects(t, want, got)
 }
 
+func TestScheduledBackupMatchesComponent(t *testing.T) {
+	want := renderKustomize(t, "testdata/embedded-etcd-scheduled-backup")
+	got := renderChart(t, with(overlayImages(), map[string]any{
+		"namespace": map[string]any{"create": true},
+		"backup":    map[string]any{"enabled": true},
+	}))
+	compareObjects(t, want, got)
+}
+
 // metrics.serviceMonitor.enabled adds the objects of
 // artifacts/monitoring/servicemonitor.yaml and rbac.yaml.
 func TestServiceMonitorMatchesMonitoringArtifacts(t *testing.T) {
@@ -152,6 +161,7 @@ func TestLintWithoutWarnings(t *testing.T) {
 			"namespace":   map[string]any{"create": true},
 			"certManager": map[string]any{"enabled": true},
 			"metrics":     map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+			"backup":      map[string]any{"enabled": true},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -245,6 +255,15 @@ func TestRenderErrors(t *testing.T) {
 		"misspelt value": {
 			map[string]any{"controller": map[string]any{"replica": 3}},
 			"replica",
+		},
+		"backup of an external etcd": {
+			map[string]any{"backup": map[string]any{"enabled": true}, "apiserver": map[string]any{"etcd": map[string]any{
+				"mode": "external", "servers": []any{"https://etcd:2379"}}}},
+			"back up your etcd cluster itself",
+		},
+		"backup keeping none": {
+			map[string]any{"backup": map[string]any{"enabled": true, "keep": 0}},
+			"/backup/keep",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
