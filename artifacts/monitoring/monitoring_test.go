@@ -18,14 +18,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
-	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
-	ctrlmetrics "github.com/nativejobset/jobset/pkg/controller/metrics"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/metrics/metricstest"
 )
 
 // documents decodes every YAML document of a file.
@@ -51,40 +46,17 @@ func documents(t *testing.T, path string) [][]byte {
 	}
 }
 
-// exportedFamilies gathers the controller's registry with one JobSet in
-// its cache, so every metric family appears.
+// exportedFamilies gathers the controller's real registry
+// (metricstest.Gather), in which every metric family appears.
 func exportedFamilies(t *testing.T) map[string]dto.MetricType {
 	t.Helper()
-	reg := ctrlmetrics.NewRegistry()
-	if _, err := ctrlmetrics.NewRecorder(reg); err != nil {
-		t.Fatal(err)
-	}
-	ctrlmetrics.NewWorkqueueProvider(reg)
-	col := ctrlmetrics.NewJobSetCollector(0)
-	if err := reg.Register(col); err != nil {
-		t.Fatal(err)
-	}
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	js := &jobset.JobSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js", Annotations: map[string]string{
-			jobsetapi.UptimeSecondsAnnotation: "1.000",
-		}},
-		Spec: jobset.JobSetSpec{ReplicatedJobs: []jobset.ReplicatedJob{{Name: "w", Replicas: ptr.To[int32](1)}}},
-		Status: jobset.JobSetStatus{Conditions: []metav1.Condition{
-			{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now())},
-		}},
-	}
-	if err := idx.Add(js); err != nil {
-		t.Fatal(err)
-	}
-	col.SetLister(jslisters.NewJobSetLister(idx))
-	fams, err := reg.Gather()
+	fams, err := metricstest.Families()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]dto.MetricType{}
-	for _, f := range fams {
-		out[f.GetName()] = f.GetType()
+	for name, f := range fams {
+		out[name] = f.Type
 	}
 	return out
 }
