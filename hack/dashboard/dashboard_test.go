@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nativejobset/jobset/pkg/controller/metrics/metricstest"
+)
+
+var committed = filepath.Join("..", "..", "artifacts", "monitoring", "dashboard.json")
+
+// The committed file is what the generator writes ('make dashboard'
+// rewrites it; 'make verify-dashboard' fails when it is stale).
+func TestCommittedDashboardIsGenerated(t *testing.T) {
+	want, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the generator's output: run 'make dashboard'", committed)
+	}
+}
+
+// The parts of the dashboard JSON the checks read.
+type panelJSON struct {
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Datasource  *struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	} `json:"datasource"`
+	Targets []struct {
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+		RefID        string `json:"refId"`
+	} `json:"targets"`
+	Panels []panelJSON `json:"panels"`
+}
+
+type dashboardJSON struct {
+	UID        string      `json:"uid"`
+	Panels     []panelJSON `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+func readDashboard(t *testing.T) dashboardJSON {
+	t.Helper()
+	data, err := os.ReadFile(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboardJSON
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// panels flattens rows: every panel that is not a row.
+func (d dashboardJSON) panels() []panelJSON {
+	var out []panelJSON
+	var walk func([]panelJSON)
+	walk = func(ps []panelJSON) {
+		for _, p := range ps {
+			if p.Type == "row" {
+				walk(p.Panels)
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	walk(d.Panels)
+	return out
+}
+
+// exportedFamilies is what the panels may use: the controller's real
+// registry (metricstest.Gather, every family present) and the
+// jobset-apiserver families of apiserver-metrics.txt, which the
+// integration test checks against the real server.
+func exportedFamilies(t *testing.T) map[string]family {
+	t.Helper()
+	ctrl, err := metricstest.Families()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]family{}
+	for name, f := range ctrl {
+		out[name] = family{typ: typeName(f.Type), labels: f.Labels}
+	}
+	api, err := readFamilyList("apiserver-metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range api {
+		if _, ok := out[name]; ok {
+			t.Fatalf("%s is both in the controller's registry and in apiserver-metrics.txt", name)
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func typeName(t dto.MetricType) string {
+	switch t {
+	case dto.MetricType_COUNTER:
+		return "counter"
+	case dto.MetricType_GAUGE:
+		return "gauge"
+	case dto.MetricType_HISTOGRAM:
+		return "histogram"
+	case dto.MetricType_SUMMARY:
+		return "summary"
+	}
+	return "untyped"
+}
+
+// readFamilyList reads lines of "name type label,label,...".
+func readFamilyList(path string) (map[string]family, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]family{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		fam := family{typ: fields[1], labels: map[string]bool{}}
+		if len(fields) > 2 {
+			for _, l := range strings.Split(fields[2], ",") {
+				fam.labels[l] = true
+			}
+		}
+		out[fields[0]] = fam
+	}
+	return out, sc.Err()
+}
+
+func newChecker(t *testing.T, d dashboardJSON) *checker {
+	t.Helper()
+	vars := map[string]bool{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+	}
+	return &checker{families: exportedFamilies(t), variables: vars}
+}
+
+// Every query of every panel parses, names only exported metrics and
+// labels, uses each metric as its type requires, and its legend names
+// labels the result carries.
+func TestPanelQueries(t *testing.T) {
+	d := readDashboard(t)
+	c := newChecker(t, d)
+	panels := d.panels()
+	if len(panels) < 20 {
+		t.Fatalf("%d panels; the dashboard lost most of them", len(panels))
+	}
+	used := map[string]bool{}
+	for _, p := range panels {
+		if p.Title == "" || p.Description == "" {
+			t.Errorf("panel %q needs a title and a description", p.Title)
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q does not query the $datasource variable", p.Title)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, err := range c.check(tg.Expr, tg.LegendFormat) {
+				t.Errorf("panel %q, query %s: %s\n\t%v", p.Title, tg.RefID, tg.Expr, err)
+			}
+			if e, _ := c.parse(tg.Expr); e != nil {
+				for _, s := range c.selectors(e) {
+					used[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(s.name, "_bucket"), "_count"), "_sum")] = true
+				}
+			}
+		}
+	}
+	// What the dashboard is for.
+	for _, m := range []string{
+		"jobset_uptime_seconds", "jobset_interruption_seconds",
+		"jobset_time_to_recover_seconds", "jobset_time_between_interruptions_seconds",
+		"kube_jobset_specified_replicas", "kube_jobset_ready_replicas", "kube_jobset_active_replicas",
+		"kube_jobset_succeeded_replicas", "kube_jobset_failed_replicas", "kube_jobset_suspended_replicas",
+		"kube_jobset_status_condition", "jobset_restarts_total", "jobset_execution_attempts_total",
+		"workqueue_depth", "workqueue_queue_duration_seconds", "workqueue_retries_total",
+		"apiserver_request_duration_seconds", "apiserver_request_total",
+	} {
+		if !used[m] {
+			t.Errorf("no panel shows %s", m)
+		}
+	}
+}
+
+// The variables' label_values queries name exported metrics and labels.
+func TestVariableQueries(t *testing.T) {
+	d := readDashboard(t)
+	c := newChecker(t, d)
+	n := 0
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		n++
+		q, ok := v.Query.(string)
+		if !ok {
+			t.Errorf("variable %s: query %v is not a string", v.Name, v.Query)
+			continue
+		}
+		for _, err := range c.checkVariableQuery(q) {
+			t.Errorf("variable %s: %v", v.Name, err)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d query variables, want namespace, jobset and apiserver_job", n)
+	}
+}
+
+// The checker catches the mistakes it is there for, and accepts the
+// forms the dashboard uses.
+func TestCheckerRejectsWrongQueries(t *testing.T) {
+	c := &checker{
+		families:  exportedFamilies(t),
+		variables: map[string]bool{"namespace": true, "window": true},
+	}
+	for _, tc := range []struct{ expr, legend string }{
+		{`jobset_uptime_second{namespace=~"$namespace"}`, ""},                                 // no such metric
+		{`rate(jobset_restarts_totl[5m])`, ""},                                                // no such metric
+		{`apiserver_requests_total`, ""},                                                      // no such metric
+		{`rate(jobset_uptime_seconds[5m])`, ""},                                               // rate on a gauge
+		{`jobset_restarts_total`, ""},                                                         // a counter as is
+		{`deriv(jobset_restarts_total[5m])`, ""},                                              // a gauge function on a counter
+		{`histogram_quantile(0.9, sum(rate(jobset_time_to_recover_seconds_bucket[5m])))`, ""}, // le dropped
+		{`histogram_quantile(0.9, rate(jobset_time_to_recover_seconds_count[5m]))`, ""},       // not the buckets
+		{`histogram_quantile(90, sum by (le) (rate(jobset_time_to_recover_seconds_bucket[5m])))`, ""},
+		{`sum(rate(jobset_time_to_recover_seconds_bucket[5m]))`, ""},        // buckets outside histogram_quantile
+		{`jobset_uptime_seconds{jobset_name="x"}`, ""},                      // a label it does not have
+		{`sum by (reason) (jobset_uptime_seconds)`, ""},                     // grouping by a label it does not have
+		{`sum by (reason) (rate(jobset_restarts_total[5m]))`, "{{jobset}}"}, // legend label not in the result
+		{`jobset_uptime_seconds{namespace=~"$nmespace"}`, ""},               // unknown variable
+		{`sum(rate(jobset_restarts_total[5m])`, ""},                         // syntax
+	} {
+		if errs := c.check(tc.expr, tc.legend); len(errs) == 0 {
+			t.Errorf("%s (legend %q) passed the checks", tc.expr, tc.legend)
+		}
+	}
+	for _, tc := range []struct{ expr, legend string }{
+		{`jobset_uptime_seconds{namespace=~"$namespace"}`, "{{namespace}}/{{jobset}}"},
+		{`sum by (reason) (increase(jobset_restarts_total[$window]))`, "{{reason}}"},
+		{`histogram_quantile(0.99, sum by (le, verb) (rate(apiserver_request_duration_seconds_bucket{resource="jobsets"}[$__rate_interval])))`, "{{verb}}"},
+		{`sum(increase(jobset_time_to_recover_seconds_bucket{le="600"}[1h]))`, ""},
+		{`count(jobset_interruption_seconds > 0) or vector(0)`, ""},
+	} {
+		for _, err := range c.check(tc.expr, tc.legend) {
+			t.Errorf("%s (legend %q): %v", tc.expr, tc.legend, err)
+		}
+	}
+	for _, q := range []string{
+		`label_values(kube_jobset_specified_replicas{namespace=~"$namespace"}, jobsets)`,
+		`label_values(kube_jobset_specified_replica, namespace)`,
+	} {
+		if len(c.checkVariableQuery(q)) == 0 {
+			t.Errorf("variable query %s passed the checks", q)
+		}
+	}
+}
