@@ -40,7 +40,7 @@ REAL_NODE_DEPS = $(if $(filter 1,$(REAL_NODE)),node-tools node-images)
 WITH_KEDA ?= 0
 export WITH_KEDA
 
-.PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln \
+.PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln dashboard verify-dashboard \
 	test test-unit test-integration test-e2e test-node node-tools node-images test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
 	fuzz bench bench-node images push release test-release clean help clear-skips
 
@@ -98,7 +98,7 @@ generate: ## Regenerate deepcopy, defaults, conversion, OpenAPI, clientset, list
 api-docs: ## Write docs/reference/api.md from the Go types of pkg/apis/jobset/v1alpha2.
 	$(GO) run -tags '$(GO_BUILD_TAGS)' ./hack/apidocs -out docs/reference/api.md
 
-verify: verify-codegen verify-api-docs verify-fmt vet verify-vuln ## Generated code and API reference up to date, gofmt clean, go vet clean, no known vulnerable symbol reachable.
+verify: verify-codegen verify-api-docs verify-fmt vet verify-vuln verify-dashboard ## Generated code and API reference up to date, gofmt clean, go vet clean, no known vulnerable symbol reachable, dashboard JSON up to date.
 
 verify-codegen:
 	hack/verify-codegen.sh
@@ -109,6 +109,13 @@ verify-api-docs:
 verify-fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+dashboard: ## Regenerate the Grafana dashboard artifacts/monitoring/dashboard.json from hack/dashboard.
+	cd hack/dashboard && $(GO) run . --out ../../artifacts/monitoring/dashboard.json
+
+verify-dashboard: ## The committed dashboard JSON is what hack/dashboard generates.
+	@cd hack/dashboard && $(GO) run . --out - | diff -u ../../artifacts/monitoring/dashboard.json - \
+		|| { echo "artifacts/monitoring/dashboard.json is stale: run 'make dashboard'"; exit 1; }
+
 verify-vuln: ## govulncheck on ./cmd/... against an offline database (VULNDB_VERSION in hack/versions.env); exceptions in hack/vuln-allowlist.txt.
 	GO=$(GO) GO_BUILD_TAGS='$(GO_BUILD_TAGS)' hack/verify-vuln.sh
 
@@ -116,6 +123,7 @@ vet:
 	$(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 	cd test/migration && $(GO) vet ./...
 	cd hack/release && $(GO) vet ./...
+	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
 test: clear-skips verify test-unit test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem ## Everything CI runs.
 
@@ -126,6 +134,7 @@ test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	$(GO_TEST) $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	cd hack/tools/localtool && $(GO_TEST) $(GO_TEST_FLAGS) ./...
 	cd hack/release && $(GO_TEST) $(GO_TEST_FLAGS) ./...
+	cd hack/dashboard && $(GO_TEST) $(GO_TEST_FLAGS) ./...
 
 test-integration: ## The real API server on a real (embedded) etcd, in process (and the pinned kubectl).
 	hack/build-tools.sh kubectl

@@ -1,0 +1,124 @@
+package apiserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nativejobset/jobset/test/integration/framework"
+)
+
+// The jobset-apiserver families the Grafana dashboard uses
+// (hack/dashboard/apiserver-metrics.txt; the dashboard's own test ties
+// every query to that list) are served by the real server with the listed
+// type and labels, once it answered some JobSet requests.
+func TestDashboardMetricsServed(t *testing.T) {
+	want := readDashboardFamilies(t, filepath.Join("..", "..", "..", "hack", "dashboard", "apiserver-metrics.txt"))
+	s := framework.StartServer(t)
+	ctx := context.Background()
+	js := mustCreate(t, s, newJobSet("default", "dashboard"))
+	if _, err := s.Client.JobsetV1alpha2().JobSets("default").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.JobsetV1alpha2().JobSets("default").Delete(ctx, js.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	raw := newRawClient(t, s.Config)
+	r := raw.get(t, "/metrics", "Accept", "text/plain")
+	if r.code != http.StatusOK {
+		t.Fatalf("/metrics: %v", r)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(r.body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	for name, w := range want {
+		f, ok := fams[name]
+		if !ok {
+			t.Errorf("%s is not served", name)
+			continue
+		}
+		if got := strings.ToLower(f.GetType().String()); got != w.typ {
+			t.Errorf("%s is a %s, the list says %s", name, got, w.typ)
+		}
+		have := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = true
+			}
+		}
+		for _, l := range w.labels {
+			if !have[l] {
+				t.Errorf("%s has no label %q", name, l)
+			}
+		}
+		// The dashboard selects resource="jobsets".
+		if have["resource"] && !servesJobSets(f) {
+			t.Errorf("%s has no series for resource jobsets", name)
+		}
+	}
+}
+
+type listedFamily struct {
+	typ    string
+	labels []string
+}
+
+// readDashboardFamilies reads lines of "name type label,label,...".
+func readDashboardFamilies(t *testing.T, path string) map[string]listedFamily {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]listedFamily{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			t.Fatalf("%s: %q is not \"name type [labels]\"", path, line)
+		}
+		lf := listedFamily{typ: fields[1]}
+		if len(fields) > 2 {
+			lf.labels = strings.Split(fields[2], ",")
+		}
+		out[fields[0]] = lf
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s lists no family", path)
+	}
+	return out
+}
+
+// servesJobSets reports whether a family has a series for the JobSet
+// resource.
+func servesJobSets(f *dto.MetricFamily) bool {
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "resource" && l.GetValue() == "jobsets" {
+				return true
+			}
+		}
+	}
+	return false
+}
