@@ -14,7 +14,10 @@ import (
 	"github.com/nativejobset/jobset/pkg/controller/metrics/metricstest"
 )
 
-var committed = filepath.Join("..", "..", "artifacts", "monitoring", "dashboard.json")
+var (
+	committed = filepath.Join("..", "..", "artifacts", "monitoring", "dashboard.json")
+	docsPage  = filepath.Join("..", "..", "docs", "operations", "dashboard.md")
+)
 
 // The committed file is what the generator writes ('make dashboard'
 // rewrites it; 'make verify-dashboard' fails when it is stale).
@@ -30,35 +33,21 @@ func TestCommittedDashboardIsGenerated(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the generator's output: run 'make dashboard'", committed)
 	}
-}
-
-// The parts of the dashboard JSON the checks read.
-type panelJSON struct {
-	Type        string `json:"type"`
-	Title       string `json:"title"`
-	Description string `json:"description"`
-	Datasource  *struct {
-		Type string `json:"type"`
-		UID  string `json:"uid"`
-	} `json:"datasource"`
-	Targets []struct {
-		Expr         string `json:"expr"`
-		LegendFormat string `json:"legendFormat"`
-		RefID        string `json:"refId"`
-	} `json:"targets"`
-	Panels []panelJSON `json:"panels"`
-}
-
-type dashboardJSON struct {
-	UID        string      `json:"uid"`
-	Panels     []panelJSON `json:"panels"`
-	Templating struct {
-		List []struct {
-			Name  string `json:"name"`
-			Type  string `json:"type"`
-			Query any    `json:"query"`
-		} `json:"list"`
-	} `json:"templating"`
+	page, err := os.ReadFile(docsPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, err := panelReference(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPage, err := replaceSection(page, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(page, wantPage) {
+		t.Errorf("the panel reference of %s is stale: run 'make dashboard'", docsPage)
+	}
 }
 
 func readDashboard(t *testing.T) dashboardJSON {
@@ -272,6 +261,7 @@ func TestCheckerRejectsWrongQueries(t *testing.T) {
 		{`sum by (reason) (increase(jobset_restarts_total[$window]))`, "{{reason}}"},
 		{`histogram_quantile(0.99, sum by (le, verb) (rate(apiserver_request_duration_seconds_bucket{resource="jobsets"}[$__rate_interval])))`, "{{verb}}"},
 		{`sum(increase(jobset_time_to_recover_seconds_bucket{le="600"}[1h]))`, ""},
+		{`sum(increase(jobset_time_to_recover_seconds_bucket{le=~"600|600\\.0"}[1h]))`, ""},
 		{`count(jobset_interruption_seconds > 0) or vector(0)`, ""},
 	} {
 		for _, err := range c.check(tc.expr, tc.legend) {

@@ -162,7 +162,7 @@ func quantiles(metric, selector, rng, by string, legendPrefix string, phis ...fl
 	var out []target
 	for _, phi := range phis {
 		out = append(out, q(
-			fmt.Sprintf("histogram_quantile(%g, sum by (%s) (rate(%s_bucket{%s}[%s])))", phi, grouping, metric, selector, rng),
+			fmt.Sprintf("histogram_quantile(%g, sum by (%s) (rate(%s_bucket%s[%s])))", phi, grouping, metric, braces(selector), rng),
 			fmt.Sprintf("%sp%g", legendPrefix, phi*100)))
 	}
 	return out
@@ -170,7 +170,15 @@ func quantiles(metric, selector, rng, by string, legendPrefix string, phis ...fl
 
 // mean is sum/count of a histogram over a range.
 func mean(metric, selector, rng, legend string) target {
-	return q(fmt.Sprintf("sum(rate(%s_sum{%s}[%s])) / sum(rate(%s_count{%s}[%s]))", metric, selector, rng, metric, selector, rng), legend)
+	return q(fmt.Sprintf("sum(rate(%s_sum%s[%s])) / sum(rate(%s_count%s[%s]))", metric, braces(selector), rng, metric, braces(selector), rng), legend)
+}
+
+// braces returns {selector}, or nothing for an empty selector.
+func braces(selector string) string {
+	if selector == "" {
+		return ""
+	}
+	return "{" + selector + "}"
 }
 
 func variables() []cog.Builder[dashboard.VariableModel] {
@@ -288,9 +296,9 @@ func build() (dashboard.Dashboard, error) {
 	b.series("Time between interruptions", "Available time between the end of one interruption of a JobSet and the start of its next, for the interruptions that started within the window (jobset_time_between_interruptions_seconds): quantiles and mean (MTBI).", "s", 12,
 		append(quantiles("jobset_time_between_interruptions_seconds", "", window, "", "", 0.5, 0.9),
 			mean("jobset_time_between_interruptions_seconds", "", window, "mean"))...)
-	b.series("Recoveries", "Interruptions that ended with the JobSet available again, within the window, and those of them that took more than 10 minutes (the alert JobSetRecoveriesSlow).", "none", 12,
+	b.series("Recoveries", "Interruptions that ended with the JobSet available again, within the window, and those of them that took more than 10 minutes (the alert JobSetRecoveriesSlow). The bucket's bound is matched as Prometheus 3 stores it (le=\"600.0\") and as Prometheus 2 did (le=\"600\").", "none", 12,
 		q(`sum(increase(jobset_time_to_recover_seconds_count[`+window+`]))`, "recoveries"),
-		q(`sum(increase(jobset_time_to_recover_seconds_count[`+window+`])) - sum(increase(jobset_time_to_recover_seconds_bucket{le="600"}[`+window+`]))`, "slower than 10m"))
+		q(`sum(increase(jobset_time_to_recover_seconds_count[`+window+`])) - sum(increase(jobset_time_to_recover_seconds_bucket{le=~"600|600\\.0"}[`+window+`]))`, "slower than 10m"))
 	b.series("Job creation latency", "Time from a JobSet's creation (or first resume) until every child Job of its first attempt existed, for the JobSets that started within the window (jobset_job_creation_latency_seconds).", "s", 12,
 		quantiles("jobset_job_creation_latency_seconds", "", window, "", "", 0.5, 0.99)...)
 

@@ -135,7 +135,7 @@ func (c *checker) check(expr, legend string) []error {
 				if !have[m.Name] {
 					fail("%s has no label %q (it has %v)", n.Name, m.Name, sorted(have))
 				}
-				if m.Name == "le" && m.Type == labels.MatchEqual {
+				if m.Name == "le" && (m.Type == labels.MatchEqual || m.Type == labels.MatchRegexp) {
 					leFixed = true
 				}
 			}
@@ -186,7 +186,7 @@ func (c *checker) check(expr, legend string) []error {
 // (or a histogram's _count, _sum, _bucket) only through rate, irate or
 // increase; a gauge never through them; a histogram's _bucket only in
 // histogram_quantile, with le kept by every aggregation in between (or
-// with le fixed by an equality matcher, to count below a bound).
+// with le fixed by a matcher, to count below a bound).
 func (c *checker) checkUse(s selected, path []parser.Node, leFixed bool, fail func(string, ...any)) {
 	counterLike := s.family.typ == "counter" || s.suffix != ""
 	var fn *parser.Call
