@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nativejobset/jobset/pkg/controller/metrics/metricstest"
@@ -201,6 +203,54 @@ func TestPanelQueries(t *testing.T) {
 		if !used[m] {
 			t.Errorf("no panel shows %s", m)
 		}
+	}
+}
+
+// Panels sit inside Grafana's 24-column grid without overlapping, with
+// unique ids, and the SDK reads the file back.
+func TestLayout(t *testing.T) {
+	data, err := os.ReadFile(committed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins.RegisterDefaultPlugins()
+	var sdk dashboard.Dashboard
+	if err := json.Unmarshal(data, &sdk); err != nil {
+		t.Fatalf("the SDK does not read %s back: %v", committed, err)
+	}
+	type rect struct {
+		title      string
+		x, y, w, h int
+	}
+	var placed []rect
+	ids := map[uint32]string{}
+	for _, p := range sdk.Panels {
+		var r rect
+		var id uint32
+		switch {
+		case p.Panel != nil && p.Panel.GridPos != nil && p.Panel.Id != nil:
+			g := p.Panel.GridPos
+			r, id = rect{*p.Panel.Title, int(g.X), int(g.Y), int(g.W), int(g.H)}, *p.Panel.Id
+		case p.RowPanel != nil && p.RowPanel.GridPos != nil:
+			g := p.RowPanel.GridPos
+			r, id = rect{*p.RowPanel.Title, int(g.X), int(g.Y), int(g.W), int(g.H)}, p.RowPanel.Id
+		default:
+			t.Errorf("a panel without a position or id: %+v", p)
+			continue
+		}
+		if other, ok := ids[id]; ok {
+			t.Errorf("panels %q and %q share the id %d", other, r.title, id)
+		}
+		ids[id] = r.title
+		if r.x < 0 || r.w <= 0 || r.h <= 0 || r.x+r.w > 24 {
+			t.Errorf("panel %q at x=%d w=%d h=%d leaves the 24-column grid", r.title, r.x, r.w, r.h)
+		}
+		for _, o := range placed {
+			if r.x < o.x+o.w && o.x < r.x+r.w && r.y < o.y+o.h && o.y < r.y+r.h {
+				t.Errorf("panels %q and %q overlap", o.title, r.title)
+			}
+		}
+		placed = append(placed, r)
 	}
 }
 

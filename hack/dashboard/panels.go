@@ -355,13 +355,13 @@ func build() (dashboard.Dashboard, error) {
 			quantiles("apiserver_request_duration_seconds", jobsetRequests+`, verb!~"WATCH|CONNECT"`, rateInterval, "verb", "{{verb}} ", 0.5)...)...)
 	b.series("etcd request latency", "Latency of jobset-apiserver's storage requests for JobSets by operation (99th percentile).", "s", 12,
 		quantiles("etcd_request_duration_seconds", apiserverJob+`, resource="jobsets"`, rateInterval, "operation", "{{operation}} ", 0.99)...)
-	b.series("In-flight requests", "Requests jobset-apiserver is serving, by kind (readOnly, mutating), per instance.", "none", 8,
+	b.series("In-flight requests", "Requests jobset-apiserver is serving, by kind (readOnly, mutating), per instance.", "none", 6,
 		q(`sum by (instance, request_kind) (apiserver_current_inflight_requests{`+apiserverJob+`})`, "{{instance}} {{request_kind}}"))
-	b.series("Embedded etcd database", "The embedded etcd's database file, the part of it in use, and its quota, per instance: writes are refused (507 NOSPACE) when the file reaches the quota.", "bytes", 12,
+	b.series("Embedded etcd database", "The embedded etcd's database file, the part of it in use, and its quota, per instance: writes are refused (507 NOSPACE) when the file reaches the quota.", "bytes", 10,
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_db_size_bytes{`+apiserverJob+`})`, "{{instance}} size"),
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_db_size_in_use_bytes{`+apiserverJob+`})`, "{{instance}} in use"),
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_quota_backend_bytes{`+apiserverJob+`})`, "{{instance}} quota"))
-	b.series("Stored JobSets", "JobSets stored in jobset-apiserver's etcd, as its periodic count reports them.", "none", 8,
+	b.series("Stored JobSets", "JobSets stored in jobset-apiserver's etcd, as its periodic count reports them.", "none", 4,
 		q(`max(apiserver_resource_objects{`+apiserverJob+`, group="jobset.x-k8s.io", resource="jobsets"})`, "JobSets"))
 	b.single("NOSPACE alarm", "1 while an embedded etcd refuses writes for lack of space.", "none", 4,
 		steps("green", 1.0, "red"), valueText("0", "ok", "green", "1", "NOSPACE", "red"),
