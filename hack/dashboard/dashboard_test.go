@@ -295,12 +295,14 @@ func TestCheckerRejectsWrongQueries(t *testing.T) {
 		{`histogram_quantile(0.9, sum(rate(jobset_time_to_recover_seconds_bucket[5m])))`, ""}, // le dropped
 		{`histogram_quantile(0.9, rate(jobset_time_to_recover_seconds_count[5m]))`, ""},       // not the buckets
 		{`histogram_quantile(90, sum by (le) (rate(jobset_time_to_recover_seconds_bucket[5m])))`, ""},
-		{`sum(rate(jobset_time_to_recover_seconds_bucket[5m]))`, ""},        // buckets outside histogram_quantile
-		{`jobset_uptime_seconds{jobset_name="x"}`, ""},                      // a label it does not have
-		{`sum by (reason) (jobset_uptime_seconds)`, ""},                     // grouping by a label it does not have
-		{`sum by (reason) (rate(jobset_restarts_total[5m]))`, "{{jobset}}"}, // legend label not in the result
-		{`jobset_uptime_seconds{namespace=~"$nmespace"}`, ""},               // unknown variable
-		{`sum(rate(jobset_restarts_total[5m])`, ""},                         // syntax
+		{`sum(rate(jobset_time_to_recover_seconds_bucket[5m]))`, ""},               // buckets outside histogram_quantile
+		{`jobset_uptime_seconds{jobset_name="x"}`, ""},                             // a label it does not have
+		{`sum by (reason) (jobset_uptime_seconds)`, ""},                            // grouping by a label it does not have
+		{`sum by (reason) (rate(jobset_restarts_total[5m]))`, "{{jobset}}"},        // legend label not in the result
+		{`jobset_uptime_seconds{namespace=~"$nmespace"}`, ""},                      // unknown variable
+		{`sum(rate(jobset_restarts_total[5m])`, ""},                                // syntax
+		{`jobset_completed_total or vector(0)`, ""},                                // a counter as is
+		{`jobset_completed_total unless jobset_completed_total offset $windw`, ""}, // unknown variable
 	} {
 		if errs := c.check(tc.expr, tc.legend); len(errs) == 0 {
 			t.Errorf("%s (legend %q) passed the checks", tc.expr, tc.legend)
@@ -313,6 +315,7 @@ func TestCheckerRejectsWrongQueries(t *testing.T) {
 		{`sum(increase(jobset_time_to_recover_seconds_bucket{le="600"}[1h]))`, ""},
 		{`sum(increase(jobset_time_to_recover_seconds_bucket{le=~"600|600\\.0"}[1h]))`, ""},
 		{`count(jobset_interruption_seconds > 0) or vector(0)`, ""},
+		{`sum by (namespace) ((jobset_completed_total unless jobset_completed_total offset $window) or increase(jobset_completed_total[$window]))`, "{{namespace}}"},
 	} {
 		for _, err := range c.check(tc.expr, tc.legend) {
 			t.Errorf("%s (legend %q): %v", tc.expr, tc.legend, err)

@@ -173,6 +173,15 @@ func mean(metric, selector, rng, legend string) target {
 	return q(fmt.Sprintf("sum(rate(%s_sum%s[%s])) / sum(rate(%s_count%s[%s]))", metric, braces(selector), rng, metric, braces(selector), rng), legend)
 }
 
+// countedInWindow is the growth of a counter over the window, series
+// that appeared within it included: a counter the controller creates on
+// its first event (no zero sample before it) counts with its whole value,
+// the others with increase().
+func countedInWindow(metric, selector string) string {
+	sel := metric + braces(selector)
+	return fmt.Sprintf("(%s unless %s offset %s) or increase(%s[%s])", sel, sel, window, sel, window)
+}
+
 // braces returns {selector}, or nothing for an empty selector.
 func braces(selector string) string {
 	if selector == "" {
@@ -252,7 +261,7 @@ func build() (dashboard.Dashboard, error) {
 	b.row("JobSets")
 	b.single("JobSets", "JobSets exported by the controller in the selected namespaces.", "none", 6,
 		steps("blue"), nil,
-		q(`count(count by (namespace, jobset) (kube_jobset_specified_replicas{`+perJobSet+`}))`, "JobSets"))
+		q(`count(count by (namespace, jobset) (kube_jobset_specified_replicas{`+perJobSet+`})) or vector(0)`, "JobSets"))
 	b.single("Interrupted now", "JobSets whose current interruption has lasted more than 0 s (jobset_interruption_seconds > 0).", "none", 6,
 		steps("green", 1.0, "orange"), nil,
 		q(`count(jobset_interruption_seconds{`+perJobSet+`} > 0) or vector(0)`, "interrupted"))
@@ -309,11 +318,11 @@ func build() (dashboard.Dashboard, error) {
 		q(`sum by (reason) (increase(jobset_restarts_total[`+window+`]))`, "{{reason}}"))
 	b.series("Execution attempts by reason", "New execution attempts within the window (growth of status.executionAttempts), by reason: failure, resume, update.", "none", 12,
 		q(`sum by (reason) (increase(jobset_execution_attempts_total[`+window+`]))`, "{{reason}}"))
-	b.series("Completed and failed", "JobSets of the selected namespaces and names marked Completed or Failed within the window (upstream's per-JobSet counters).", "none", 12,
-		q(`sum(increase(jobset_completed_total{`+perJobSetUpstream+`}[`+window+`]))`, "completed"),
-		q(`sum(increase(jobset_failed_total{`+perJobSetUpstream+`}[`+window+`]))`, "failed"))
-	b.series("Failures by reason", "JobSets marked Failed within the window, by the Failed condition's reason.", "none", 12,
-		q(`sum by (reason) (increase(jobset_failed_by_reason_total[`+window+`]))`, "{{reason}}"))
+	b.series("Completed and failed", "JobSets of the selected namespaces and names marked Completed or Failed within the window (upstream's per-JobSet counters). Each counter series starts at 1 when its JobSet finishes, so a series new in the window counts with its value: increase() alone would miss it.", "none", 12,
+		q(`sum(`+countedInWindow("jobset_completed_total", perJobSetUpstream)+`)`, "completed"),
+		q(`sum(`+countedInWindow("jobset_failed_total", perJobSetUpstream)+`)`, "failed"))
+	b.series("Failures by reason", "JobSets marked Failed within the window, by the Failed condition's reason (a reason's series starts with its first failure, which counts too).", "none", 12,
+		q(`sum by (reason) (`+countedInWindow("jobset_failed_by_reason_total", "")+`)`, "{{reason}}"))
 
 	// The controller itself.
 	b.row("jobset-controller")

@@ -30,9 +30,10 @@ var promql = parser.NewParser(parser.Options{})
 var builtinVariables = map[string]bool{"__rate_interval": true, "__interval": true, "__range": true}
 
 var (
-	rangeVariable = regexp.MustCompile(`\[\$\{?(\w+)\}?\]`)
-	anyVariable   = regexp.MustCompile(`\$\{?(\w+)`)
-	legendLabel   = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
+	rangeVariable  = regexp.MustCompile(`\[\$\{?(\w+)\}?\]`)
+	offsetVariable = regexp.MustCompile(`offset \$\{?(\w+)\}?`)
+	anyVariable    = regexp.MustCompile(`\$\{?(\w+)`)
+	legendLabel    = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
 )
 
 // checker checks PromQL expressions against the exported families.
@@ -87,7 +88,7 @@ func (c *checker) parse(expr string) (parser.Expr, []error) {
 			errs = append(errs, fmt.Errorf("uses $%s, which is not a variable of the dashboard", m[1]))
 		}
 	}
-	e, err := promql.ParseExpr(rangeVariable.ReplaceAllString(expr, "[5m]"))
+	e, err := promql.ParseExpr(offsetVariable.ReplaceAllString(rangeVariable.ReplaceAllString(expr, "[5m]"), "offset 5m"))
 	if err != nil {
 		return nil, append(errs, err)
 	}
@@ -184,11 +185,18 @@ func (c *checker) check(expr, legend string) []error {
 
 // checkUse checks that a series is used as its type requires: a counter
 // (or a histogram's _count, _sum, _bucket) only through rate, irate or
-// increase; a gauge never through them; a histogram's _bucket only in
+// increase (a counter also as a side of unless, which selects series by
+// presence: "x unless x offset w" are the series new in the window); a
+// gauge never through rate, irate or increase; a histogram's _bucket only in
 // histogram_quantile, with le kept by every aggregation in between (or
 // with le fixed by a matcher, to count below a bound).
 func (c *checker) checkUse(s selected, path []parser.Node, leFixed bool, fail func(string, ...any)) {
 	counterLike := s.family.typ == "counter" || s.suffix != ""
+	if s.family.typ == "counter" && operandOfUnless(path) {
+		// "x unless x offset w" selects series by their presence (the
+		// ones new in the window), not by rate.
+		return
+	}
 	var fn *parser.Call
 	if len(path) >= 2 {
 		if _, ok := path[len(path)-1].(*parser.MatrixSelector); ok {
@@ -221,6 +229,21 @@ func (c *checker) checkUse(s selected, path []parser.Node, leFixed bool, fail fu
 		}
 	}
 	fail("%s is a histogram's buckets: use it in histogram_quantile() or with an le matcher", s.name)
+}
+
+// operandOfUnless reports whether the node the path leads to is a side of
+// an unless operation (parentheses aside).
+func operandOfUnless(path []parser.Node) bool {
+	for i := len(path) - 1; i >= 0; i-- {
+		switch n := path[i].(type) {
+		case *parser.ParenExpr:
+			continue
+		case *parser.BinaryExpr:
+			return n.Op == parser.LUNLESS
+		}
+		return false
+	}
+	return false
 }
 
 // selectors returns the resolved vector selectors under a node.
