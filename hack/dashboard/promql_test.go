@@ -22,8 +22,8 @@ type family struct {
 // the metric.
 var targetLabels = map[string]bool{"job": true, "instance": true}
 
-// promql parses with Prometheus' default options.
-var promql = parser.NewParser(parser.Options{})
+// promqlParser parses with Prometheus' default options.
+var promqlParser = parser.NewParser(parser.Options{})
 
 // builtinVariables are Grafana's own; every other $name in a query must
 // be one of the dashboard's variables.
@@ -88,7 +88,7 @@ func (c *checker) parse(expr string) (parser.Expr, []error) {
 			errs = append(errs, fmt.Errorf("uses $%s, which is not a variable of the dashboard", m[1]))
 		}
 	}
-	e, err := promql.ParseExpr(offsetVariable.ReplaceAllString(rangeVariable.ReplaceAllString(expr, "[5m]"), "offset 5m"))
+	e, err := promqlParser.ParseExpr(offsetVariable.ReplaceAllString(rangeVariable.ReplaceAllString(expr, "[5m]"), "offset 5m"))
 	if err != nil {
 		return nil, append(errs, err)
 	}
@@ -343,7 +343,7 @@ func (c *checker) checkVariableQuery(query string) []error {
 	if m == nil {
 		return []error{fmt.Errorf("%q is not label_values(selector, label)", query)}
 	}
-	matchers, err := promql.ParseMetricSelector(m[1])
+	matchers, err := promqlParser.ParseMetricSelector(m[1])
 	if err != nil {
 		return []error{fmt.Errorf("%q: %v", query, err)}
 	}

@@ -64,9 +64,12 @@ func TestDashboardMetricsServed(t *testing.T) {
 				t.Errorf("%s has no label %q", name, l)
 			}
 		}
-		// The dashboard selects resource="jobsets".
-		if have["resource"] && !servesJobSets(f) {
+		// The dashboard selects resource="jobsets" and group="jobset.x-k8s.io".
+		if have["resource"] && !hasSeries(f, "resource", "jobsets") {
 			t.Errorf("%s has no series for resource jobsets", name)
+		}
+		if have["group"] && !hasSeries(f, "group", "jobset.x-k8s.io") {
+			t.Errorf("%s has no series for group jobset.x-k8s.io", name)
 		}
 	}
 }
@@ -110,12 +113,11 @@ func readDashboardFamilies(t *testing.T, path string) map[string]listedFamily {
 	return out
 }
 
-// servesJobSets reports whether a family has a series for the JobSet
-// resource.
-func servesJobSets(f *dto.MetricFamily) bool {
+// hasSeries reports whether a family has a series with the label value.
+func hasSeries(f *dto.MetricFamily, label, value string) bool {
 	for _, m := range f.GetMetric() {
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "resource" && l.GetValue() == "jobsets" {
+			if l.GetName() == label && l.GetValue() == value {
 				return true
 			}
 		}
