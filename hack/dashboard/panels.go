@@ -358,7 +358,7 @@ func build() (dashboard.Dashboard, error) {
 	b.series("Requests by code", "JobSet API requests per second by HTTP response code.", "reqps", 8,
 		q(`sum by (code) (rate(apiserver_request_total{`+jobsetRequests+`}[`+rateInterval+`]))`, "{{code}}"))
 	b.series("Server errors", "The share of JobSet API requests answered with a 5xx code (a 507 is the embedded etcd's NOSPACE, a 504 a stalled etcd).", "percentunit", 8,
-		q(`sum(rate(apiserver_request_total{`+jobsetRequests+`, code=~"5.."}[`+rateInterval+`])) / sum(rate(apiserver_request_total{`+jobsetRequests+`}[`+rateInterval+`]))`, "5xx"))
+		q(`(sum(rate(apiserver_request_total{`+jobsetRequests+`, code=~"5.."}[`+rateInterval+`])) or vector(0)) / sum(rate(apiserver_request_total{`+jobsetRequests+`}[`+rateInterval+`]))`, "5xx"))
 	b.series("Request latency", "Latency of JobSet API requests by verb, watches excluded (they last as long as the client keeps them): 99th and 50th percentile.", "s", 12,
 		append(quantiles("apiserver_request_duration_seconds", jobsetRequests+`, verb!~"WATCH|CONNECT"`, rateInterval, "verb", "{{verb}} ", 0.99),
 			quantiles("apiserver_request_duration_seconds", jobsetRequests+`, verb!~"WATCH|CONNECT"`, rateInterval, "verb", "{{verb}} ", 0.5)...)...)
@@ -366,13 +366,13 @@ func build() (dashboard.Dashboard, error) {
 		quantiles("etcd_request_duration_seconds", apiserverJob+`, resource="jobsets"`, rateInterval, "operation", "{{operation}} ", 0.99)...)
 	b.series("In-flight requests", "Requests jobset-apiserver is serving, by kind (readOnly, mutating), per instance.", "none", 6,
 		q(`sum by (instance, request_kind) (apiserver_current_inflight_requests{`+apiserverJob+`})`, "{{instance}} {{request_kind}}"))
-	b.series("Embedded etcd database", "The embedded etcd's database file, the part of it in use, and its quota, per instance: writes are refused (507 NOSPACE) when the file reaches the quota.", "bytes", 10,
+	b.series("Embedded etcd database", "The embedded etcd's database file, the part of it in use, and its quota, per instance: writes are refused (507 NOSPACE) when the file reaches the quota. Empty with an external etcd.", "bytes", 10,
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_db_size_bytes{`+apiserverJob+`})`, "{{instance}} size"),
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_db_size_in_use_bytes{`+apiserverJob+`})`, "{{instance}} in use"),
 		q(`max by (instance) (jobset_apiserver_embedded_etcd_quota_backend_bytes{`+apiserverJob+`})`, "{{instance}} quota"))
 	b.series("Stored JobSets", "JobSets stored in jobset-apiserver's etcd, as its periodic count reports them.", "none", 4,
 		q(`max(apiserver_resource_objects{`+apiserverJob+`, group="jobset.x-k8s.io", resource="jobsets"})`, "JobSets"))
-	b.single("NOSPACE alarm", "1 while an embedded etcd refuses writes for lack of space.", "none", 4,
+	b.single("NOSPACE alarm", "1 while an embedded etcd refuses writes for lack of space (nothing with an external etcd).", "none", 4,
 		steps("green", 1.0, "red"), valueText("0", "ok", "green", "1", "NOSPACE", "red"),
 		q(`max(jobset_apiserver_embedded_etcd_nospace_alarm{`+apiserverJob+`})`, "alarm"))
 
