@@ -215,14 +215,17 @@ func jobSetsInSnapshot(t *testing.T, snapshot, ns string) []string {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	prefix := "/registry/jobset.x-k8s.io/jobsets/" + ns + "/"
-	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	// The keys are <etcd prefix>/<group>/jobsets/<namespace>/<name>.
+	resp, err := cli.Get(context.Background(), "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
+	marker := "/jobsets/" + ns + "/"
 	var names []string
 	for _, kv := range resp.Kvs {
-		names = append(names, strings.TrimPrefix(string(kv.Key), prefix))
+		if _, name, ok := strings.Cut(string(kv.Key), marker); ok {
+			names = append(names, name)
+		}
 	}
 	return names
 }
