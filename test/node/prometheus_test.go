@@ -191,7 +191,7 @@ while :; do sleep 1; done`,
 	if js.Status.Restarts != 1 {
 		t.Fatalf("restarts = %d, want 1", js.Status.Restarts)
 	}
-	prom.eventuallySeries(t, "the interruption gone", fmt.Sprintf(`absent(jobset_interruption_seconds{%s})`, sel), 1)
+	prom.eventuallySeries(t, "the interruption over", fmt.Sprintf(`jobset_interruption_seconds{%s} == 0`, sel), 1)
 	if s := prom.mustQuery(t, interrupted); len(s) != 0 {
 		t.Errorf("%s after the recovery: %v, want nothing", interrupted, s)
 	}
