@@ -106,15 +106,15 @@ shot() {
   chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="${work}/chromium-${name}" --hide-scrollbars \
-    --virtual-time-budget=15000 --window-size=1280,$((260 + 440 * i)) \
+    --virtual-time-budget=15000 --window-size=1280,$((140 + 880 * i)) \
     --screenshot="${OUT}/${name}.png" "${base}/query?${q#&}" 2>"${work}/chromium-${name}.log" ||
     { cat "${work}/chromium-${name}.log" >&2; tools::die "chromium failed"; }
   echo "wrote ${OUT}/${name}.png"
 }
 
-shot prometheus-interruption 5m \
-  'jobset_interruption_seconds' \
-  'jobset_uptime_seconds'
-shot prometheus-targets-and-restarts 5m \
+shot prometheus-interruption 1m \
+  'jobset_interruption_seconds{jobset="recovering"}' \
+  'jobset_uptime_seconds{jobset="recovering"}'
+shot prometheus-targets-and-restarts 1m \
   'up{job=~"jobset-.*"}' \
   'sum by (reason) (jobset_restarts_total)'

@@ -62,7 +62,9 @@ func TestPrometheusScrapesTheInstall(t *testing.T) {
 		byJob := map[string]int{}
 		for _, tg := range targets {
 			if tg.Health != "up" {
-				t.Logf("target %s of %s: %s %s", tg.ScrapeURL, tg.Labels["job"], tg.Health, tg.LastError)
+				if tg.Health == "down" {
+					t.Logf("target %s of %s is down: %s", tg.ScrapeURL, tg.Labels["job"], tg.LastError)
+				}
 				return false, nil
 			}
 			byJob[tg.Labels["job"]]++
