@@ -262,7 +262,7 @@ while :; do sleep 1; done`,
 		return true, nil
 	})
 
-	checkDashboard(t, prom, ns, recovering)
+	checkDashboard(t, prom, ns, recovering, failing)
 }
 
 // hasJobSet reports whether one of the series is labelled with the JobSet.
@@ -735,9 +735,13 @@ func waitAnnotation(t *testing.T, ns, name, what string, ok func(map[string]stri
 var grafanaVar = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::[a-z]+)?\}?`)
 
 // checkDashboard runs every panel query of artifacts/monitoring/dashboard.json,
-// when it exists, with its variables set to this run's JobSet, and wants
-// each to return at least one series.
-func checkDashboard(t *testing.T, prom *prometheusServer, ns, jobsetName string) {
+// when it exists, with its variables set to this run's namespace and
+// JobSets (an interval variable to its first choice, any other to match
+// everything). Every query must be valid, and every panel must show
+// something: at least one of its queries returns a series. (One query of a
+// panel may rightly be empty, e.g. the completed JobSets when none
+// completed.)
+func checkDashboard(t *testing.T, prom *prometheusServer, ns string, jobsets ...string) {
 	t.Helper()
 	path := filepath.Join(cluster.Root, "artifacts", "monitoring", "dashboard.json")
 	data, err := os.ReadFile(path)
@@ -748,40 +752,65 @@ func checkDashboard(t *testing.T, prom *prometheusServer, ns, jobsetName string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exprs := dashboardExprs(t, data)
+	exprs, intervals := dashboardExprs(t, data)
 	if len(exprs) == 0 {
 		t.Fatalf("%s has no panel queries", path)
 	}
 	values := map[string]string{
 		"__rate_interval": "1m", "__interval": "10s", "__range": "1h", "__range_s": "3600",
-		"namespace": ns, "jobset": jobsetName,
+		"namespace": ns, "jobset": strings.Join(jobsets, "|"),
 	}
+	for name, v := range intervals {
+		values[name] = v
+	}
+	panels := map[string][]string{}
+	var order []string
 	for _, e := range exprs {
 		q := grafanaVar.ReplaceAllStringFunc(e.expr, func(m string) string {
-			name := grafanaVar.FindStringSubmatch(m)[1]
-			if v, ok := values[name]; ok {
+			if v, ok := values[grafanaVar.FindStringSubmatch(m)[1]]; ok {
 				return v
 			}
-			// Any other variable (a datasource, a pod): match everything.
 			return ".*"
 		})
-		var last []series
-		var lastErr error
-		ok := waitFor(2*time.Minute, func(ctx context.Context) bool {
-			last, lastErr = prom.query(ctx, q)
-			return lastErr == nil && len(last) > 0
+		if _, ok := panels[e.panel]; !ok {
+			order = append(order, e.panel)
+		}
+		panels[e.panel] = append(panels[e.panel], q)
+	}
+	empty := 0
+	for _, panel := range order {
+		var results []string
+		var badQuery error
+		shows := waitFor(time.Minute, func(ctx context.Context) bool {
+			results = results[:0]
+			shows := false
+			for _, q := range panels[panel] {
+				s, err := prom.query(ctx, q)
+				if err != nil && ctx.Err() == nil {
+					badQuery = err
+					return true
+				}
+				results = append(results, fmt.Sprintf("%s: %d series", q, len(s)))
+				shows = shows || len(s) > 0
+			}
+			return shows
 		})
-		if !ok {
-			t.Errorf("dashboard panel %q: %s returned %v (%v), want at least one series", e.panel, q, last, lastErr)
+		switch {
+		case badQuery != nil:
+			t.Errorf("dashboard panel %q: %v", panel, badQuery)
+		case !shows:
+			empty++
+			t.Errorf("dashboard panel %q shows nothing:\n%s", panel, strings.Join(results, "\n"))
 		}
 	}
+	t.Logf("dashboard.json: %d of %d panels (%d queries) show series", len(order)-empty, len(order), len(exprs))
 }
 
 type dashboardExpr struct{ panel, expr string }
 
 // dashboardExprs collects panels[].targets[].expr, rows' nested panels
-// included.
-func dashboardExprs(t *testing.T, data []byte) []dashboardExpr {
+// included, and the first choice of every interval variable.
+func dashboardExprs(t *testing.T, data []byte) ([]dashboardExpr, map[string]string) {
 	t.Helper()
 	type panel struct {
 		Title   string `json:"title"`
@@ -791,10 +820,23 @@ func dashboardExprs(t *testing.T, data []byte) []dashboardExpr {
 		Panels []json.RawMessage `json:"panels"`
 	}
 	var d struct {
-		Panels []json.RawMessage `json:"panels"`
+		Panels     []json.RawMessage `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query string `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatalf("dashboard.json: %v", err)
+	}
+	intervals := map[string]string{}
+	for _, v := range d.Templating.List {
+		if v.Type == "interval" {
+			intervals[v.Name] = strings.TrimSpace(strings.Split(v.Query, ",")[0])
+		}
 	}
 	var out []dashboardExpr
 	var walk func([]json.RawMessage)
@@ -814,7 +856,7 @@ func dashboardExprs(t *testing.T, data []byte) []dashboardExpr {
 	}
 	walk(d.Panels)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].panel < out[j].panel })
-	return out
+	return out, intervals
 }
 
 // waitFor polls cond every 250 ms until it holds or timeout passes.
