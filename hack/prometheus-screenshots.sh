@@ -3,7 +3,7 @@
 # page (graph tab) for a few key queries, over the data that the real-node
 # suite's TestPrometheusScrapesTheInstall leaves in _output/node/prometheus.
 # Run that test first, e.g.
-#   flock /tmp/cluster.lock make test-node GO_TEST_FLAGS='-count=1 -run TestPrometheusScrapesTheInstall'
+#   make test-node GO_TEST_FLAGS='-count=1 -run TestPrometheusScrapesTheInstall'
 #
 # The pinned Prometheus is built from its Go module, which carries no web UI
 # (upstream embeds the assets of an npm build in its release binaries). The
