@@ -31,9 +31,12 @@ REGISTRY ?= ghcr.io/nativejobset
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES_DIR := _output/images
 # Packages of the unit tests: everything but the integration, e2e, ecosystem, faults and bench suites.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench -e /test/node)
+# (The promtool rule tests run in test-monitoring-rules, with their tool.)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration -e /test/e2e -e /test/ecosystem -e /test/faults -e /test/bench -e /test/node -e /artifacts/monitoring/tests)
 # The real node's optional tools (REAL_NODE=1, make test-node).
 NODE_TOOLS := containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns
+# Prometheus and promtool (hack/tools/prometheus): the alert rule tests and the real node's scrape test.
+PROMETHEUS_TOOLS := prometheus promtool
 # REAL_NODE=1 makes 'make run' and 'make up' add the real node (and build its tools and images).
 REAL_NODE_DEPS = $(if $(filter 1,$(REAL_NODE)),node-tools node-images)
 # WITH_KEDA=1 makes 'make run', 'make up' and 'make tools' include KEDA.
@@ -41,7 +44,7 @@ WITH_KEDA ?= 0
 export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln dashboard verify-dashboard \
-	test test-unit test-integration test-e2e test-node node-tools node-images test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
+	test test-unit test-monitoring-rules test-integration test-e2e test-node node-tools node-images prometheus-tools test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
 	fuzz bench bench-node images push release test-release clean help clear-skips
 
 all: build
@@ -75,6 +78,9 @@ node-tools: ## Build the real node's tools (containerd, ctr, the runc shim, CNI 
 
 node-images: images ## The real node's images: the sandbox image, busybox, busybox with the in-place agent (_output/node-images).
 	cd hack/release && $(GO) run . node-images --out ../../_output/node-images --images ../../$(IMAGES_DIR)
+
+prometheus-tools: ## Build prometheus and promtool (kubernetes and static service discovery only) into _output/bin.
+	hack/build-tools.sh $(PROMETHEUS_TOOLS)
 
 keda-tools: ## Build KEDA's operator and metrics API server (keda-operator, keda-adapter) into _output/bin.
 	hack/build-tools.sh keda-operator keda-adapter
@@ -125,7 +131,7 @@ vet:
 	cd hack/release && $(GO) vet ./...
 	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
-test: clear-skips verify test-unit test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem ## Everything CI runs.
+test: clear-skips verify test-unit test-monitoring-rules test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem ## Everything CI runs.
 
 clear-skips:
 	@rm -f _output/skipped-suites
@@ -136,6 +142,9 @@ test-unit: ## Unit tests, including the fuzz targets' seed corpora.
 	cd hack/release && $(GO_TEST) $(GO_TEST_FLAGS) ./...
 	cd hack/dashboard && $(GO_TEST) $(GO_TEST_FLAGS) ./...
 
+test-monitoring-rules: prometheus-tools ## promtool on artifacts/monitoring: check rules and config, and the rule unit tests (every alert firing and not).
+	PROMTOOL=$(CURDIR)/$(BIN)/promtool $(GO_TEST) $(GO_TEST_FLAGS) -v ./artifacts/monitoring/tests/
+
 test-integration: ## The real API server on a real (embedded) etcd, in process (and the pinned kubectl).
 	hack/build-tools.sh kubectl
 	KUBECTL=$(CURDIR)/$(BIN)/kubectl $(GO_TEST) $(GO_TEST_FLAGS) -timeout 20m ./test/integration/...
@@ -143,7 +152,7 @@ test-integration: ## The real API server on a real (embedded) etcd, in process (
 test-e2e: build tools ## The local cluster, driven with kubectl and client-go.
 	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 40m -parallel 4 -v ./test/e2e/... 2>&1 | tee _output/e2e.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
-test-node: build tools node-tools node-images ## A real node (containerd, runc, CNI, kubelet, kube-proxy, CoreDNS; needs root): the product installed in-cluster from its images, real pods.
+test-node: build tools node-tools node-images prometheus-tools ## A real node (containerd, runc, CNI, kubelet, kube-proxy, CoreDNS; needs root): the product installed in-cluster from its images, real pods, scraped by a real Prometheus.
 	$(GO_TEST) $(GO_TEST_FLAGS) -timeout 30m -v ./test/node/... 2>&1 | tee _output/node.log | grep --line-buffered -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go'; exit $${PIPESTATUS[0]}
 
 test-migration: build tools ## Migration from upstream's CRD with jobset-migrate, on a local cluster of its own (module test/migration).

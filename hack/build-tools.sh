@@ -2,7 +2,8 @@
 # Builds the local control plane binaries pinned in hack/versions.env into
 # _output/bin/: kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, etcd, kwok and metrics-server (plus the small localtool helper);
-# on request, the optional tools: keda-operator and keda-adapter.
+# on request, the optional tools: keda-operator and keda-adapter, the real
+# node's, and prometheus and promtool.
 #
 # A binary is rebuilt only when it is missing or when the pins changed. The
 # pins are summarised by one hash (versions.env, the tool modules' go.mod and
@@ -65,8 +66,9 @@ module_of() {
     bridge|loopback) echo "cni github.com/containernetworking/plugins/plugins/main/$1" ;;
     host-local) echo "cni github.com/containernetworking/plugins/plugins/ipam/host-local" ;;
     coredns) echo "coredns ." ;; # main.go: CoreDNS with the plugins the node uses
+    prometheus|promtool) echo "prometheus github.com/prometheus/prometheus/cmd/$1" ;;
     localtool) echo "localtool ." ;;
-    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${KEDA_TOOLS[*]} trainer-controller-manager ${NODE_TOOLS[*]} localtool)" ;;
+    *) tools::die "unknown tool: $1 (known: ${ALL_TOOLS[*]} ${KEDA_TOOLS[*]} trainer-controller-manager ${NODE_TOOLS[*]} ${PROMETHEUS_TOOLS[*]} localtool)" ;;
   esac
 }
 
@@ -79,8 +81,18 @@ ldflags_for() {
     # containerd reports its version to the kubelet over CRI.
     containerd) echo "-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" ;;
     coredns) echo "-s -w" ;;
+    # prometheus --version and prometheus_build_info: module v0.MMP.0 is
+    # Prometheus 3.MM.P.
+    prometheus) echo "-s -w -X github.com/prometheus/common/version.Version=$(prometheus_release)" ;;
     *) echo "-s -w" ;;
   esac
+}
+
+# prometheus_release: the Prometheus release of PROMETHEUS_VERSION
+# (v0.316.0 -> 3.16.0).
+prometheus_release() {
+  local v="${PROMETHEUS_VERSION#v0.}"
+  echo "3.$((10#${v%%.*} - 300)).${v#*.}"
 }
 
 # hash_of <module>: the hash a module's binaries are stamped and cached with.
@@ -170,11 +182,11 @@ for mod in "${!todo[@]}"; do
     done
     if [[ ${#pkgs[@]} -gt 1 && ${same} -eq 1 ]]; then
       # One command builds them all, each named after its package.
-      nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/" "${pkgs[@]}"
+      nice -n "${NICE}" go build -trimpath -tags "$(tools::build_tags "${mod}")" -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/" "${pkgs[@]}"
     else
       # -o names the file; the second and later builds reuse the build cache.
       for i in "${!tools[@]}"; do
-        nice -n "${NICE}" go build -trimpath -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[i]}" "${pkgs[i]}"
+        nice -n "${NICE}" go build -trimpath -tags "$(tools::build_tags "${mod}")" -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[i]}" "${pkgs[i]}"
       done
     fi
   )

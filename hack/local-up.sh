@@ -356,7 +356,9 @@ lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver" -cn system:jobset-apiserver -
 lt cert -ca "${P}/ca" -out "${P}/jobset-apiserver-serving" -cn jobset-apiserver -server \
   -san "localhost,127.0.0.1,jobset-apiserver,jobset-apiserver.jobset-system,jobset-apiserver.jobset-system.svc,jobset-apiserver.jobset-system.svc.cluster.local"
 lt cert -ca "${P}/ca" -out "${P}/jobset-controller" -cn system:jobset-controller -client
-lt cert -ca "${P}/ca" -out "${P}/jobset-controller-metrics-serving" -cn jobset-controller-metrics -server -san "localhost,127.0.0.1"
+# Also the Service name: the real node's in-cluster install serves it there.
+lt cert -ca "${P}/ca" -out "${P}/jobset-controller-metrics-serving" -cn jobset-controller-metrics -server \
+  -san "localhost,127.0.0.1,jobset-controller-metrics.jobset-system.svc,jobset-controller-metrics.jobset-system.svc.cluster.local"
 lt cert -ca "${P}/ca" -out "${P}/trainer-controller-manager" -cn system:kubeflow-trainer -client
 lt cert -ca "${P}/ca" -out "${P}/trainer-webhook-serving" -cn kubeflow-trainer-controller-manager -server \
   -san "localhost,127.0.0.1,kubeflow-trainer-controller-manager.kubeflow-system.svc,kubeflow-trainer-controller-manager.kubeflow-system.svc.cluster.local"

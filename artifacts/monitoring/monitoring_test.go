@@ -211,8 +211,21 @@ func TestScrapeConfigAndRBAC(t *testing.T) {
 	if err := yaml.Unmarshal(documents(t, "prometheus-scrape-config.yaml")[0], &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.ScrapeConfigs) != 2 || cfg.ScrapeConfigs[0].Scheme != "https" || cfg.ScrapeConfigs[1].Scheme != "http" {
-		t.Errorf("scrape configs = %+v, want an https in-cluster job and an http loopback job", cfg.ScrapeConfigs)
+	schemes := map[string]string{}
+	for _, c := range cfg.ScrapeConfigs {
+		schemes[c.JobName] = c.Scheme
+		if c.MetricsPath != "/metrics" {
+			t.Errorf("job %s scrapes %q, want /metrics", c.JobName, c.MetricsPath)
+		}
+	}
+	want := map[string]string{"jobset-controller": "https", "jobset-apiserver": "https", "jobset-controller-local": "http"}
+	if len(schemes) != len(want) {
+		t.Errorf("scrape configs = %+v, want the jobs %v", cfg.ScrapeConfigs, want)
+	}
+	for job, scheme := range want {
+		if schemes[job] != scheme {
+			t.Errorf("job %s has scheme %q, want %q", job, schemes[job], scheme)
+		}
 	}
 
 	var role struct {

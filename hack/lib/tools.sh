@@ -20,7 +20,7 @@ TOOL_MODULES=(kube etcd kwok metrics-server)
 # Optional tool modules: built only when one of their tools is named on the
 # command line. Each has a hash and a cache entry of its own, so adding or
 # bumping one never rebuilds the control plane above.
-OPTIONAL_TOOL_MODULES=(keda trainer containerd cni coredns)
+OPTIONAL_TOOL_MODULES=(keda trainer containerd cni coredns prometheus)
 # The pins of hack/versions.env that decide the control plane binaries; the
 # optional modules' pins are left out of tools::hash.
 CORE_PINS=(KUBERNETES_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION METRICS_SERVER_VERSION)
@@ -28,6 +28,8 @@ CORE_PINS=(KUBERNETES_VERSION KUBE_STAGING_VERSION ETCD_VERSION KWOK_VERSION MET
 KEDA_TOOLS=(keda-operator keda-adapter)
 # Binaries of the real node's modules (containerd, cni, coredns).
 NODE_TOOLS=(containerd ctr containerd-shim-runc-v2 bridge host-local loopback coredns)
+# Binaries of the Prometheus module.
+PROMETHEUS_TOOLS=(prometheus promtool)
 
 tools::die() {
   echo "error: $*" >&2
@@ -64,6 +66,7 @@ tools::check_modules() {
   check containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}"
   check cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}"
   check coredns github.com/coredns/coredns "${COREDNS_VERSION}"
+  check prometheus github.com/prometheus/prometheus "${PROMETHEUS_VERSION}"
   # Every staging replacement must point at KUBE_STAGING_VERSION.
   m="$(awk -v v="${KUBE_STAGING_VERSION}" '$2 == "=>" && $1 ~ /^k8s\.io\// && $4 != v {print $1 " " $4}' "${dir}/kube/go.mod")"
   if [[ -n "${m}" ]]; then
@@ -104,16 +107,31 @@ tools::is_optional() {
   return 1
 }
 
+# tools::build_tags <module>: the Go build tags of a module's binaries.
+tools::build_tags() {
+  case "$1" in
+    # Prometheus without the service discovery plugins that the shipped
+    # scrape config does not use: only kubernetes_sd_configs and
+    # static_configs (file and http SD are always in). netgo as upstream's
+    # release builds.
+    prometheus) echo "netgo remove_all_sd enable_kubernetes_sd" ;;
+    *) echo "" ;;
+  esac
+}
+
 # tools::module_hash <module>: hash of what decides an optional module's
-# binaries: its go.mod/go.sum, its own Go files (coredns has a main.go) and
-# the Go toolchain.
+# binaries: its go.mod/go.sum, its own Go files (coredns has a main.go), its
+# build tags and the Go toolchain.
 tools::module_hash() {
-  local dir="${TOOLS_LIB_ROOT}/hack/tools/$1" f
+  local dir="${TOOLS_LIB_ROOT}/hack/tools/$1" f tags
+  tags="$(tools::build_tags "$1")"
   {
     cat "${dir}/go.mod" "${dir}/go.sum"
     for f in "${dir}"/*.go; do
       [[ -e "${f}" ]] && cat "${f}"
     done
+    # Only a module with tags hashes them, so the others keep their hashes.
+    [[ -z "${tags}" ]] || echo "tags: ${tags}"
     go env GOVERSION GOOS GOARCH
   } | sha256sum | cut -c1-16
 }

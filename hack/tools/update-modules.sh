@@ -5,7 +5,7 @@
 # Run this after editing hack/versions.env and commit the result. Needs the Go
 # module proxy. Does not build anything; hack/build-tools.sh does that.
 #
-# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|keda|trainer|containerd|cni|coredns|localtool ...]
+# Usage: hack/tools/update-modules.sh [kube|etcd|kwok|metrics-server|keda|trainer|containerd|cni|coredns|prometheus|localtool ...]
 set -euo pipefail
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -136,6 +136,8 @@ for t in "${targets[@]}"; do
     cni) update_simple cni github.com/containernetworking/plugins "${CNI_PLUGINS_VERSION}" \
       github.com/containernetworking/plugins/plugins/{main/bridge,main/loopback,ipam/host-local} ;;
     coredns) update_coredns ;;
+    prometheus) update_simple prometheus github.com/prometheus/prometheus "${PROMETHEUS_VERSION}" \
+      github.com/prometheus/prometheus/cmd/{prometheus,promtool} ;;
     localtool) update_localtool ;;
     *) tools::die "unknown tool module: ${t}" ;;
   esac

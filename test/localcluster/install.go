@@ -78,6 +78,23 @@ patches:
       value: {jobset.local/real-node: "true"}
 - target: {kind: Deployment, name: jobset-controller}
   patch: *tolerate
+# The serving certificate of the controller's HTTPS /metrics, mounted and
+# passed as artifacts/monitoring/controller-metrics-tls.yaml says, so that a
+# scraper can verify it (the Secret has the shape cert-manager writes).
+- target: {kind: Deployment, name: jobset-controller}
+  patch: |-
+    - op: add
+      path: /spec/template/spec/volumes
+      value: [{name: metrics-tls, secret: {secretName: jobset-controller-metrics-tls}}]
+    - op: add
+      path: /spec/template/spec/containers/0/volumeMounts
+      value: [{name: metrics-tls, mountPath: /etc/jobset-metrics, readOnly: true}]
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --tls-cert-file=/etc/jobset-metrics/tls.crt
+    - op: add
+      path: /spec/template/spec/containers/0/args/-
+      value: --tls-private-key-file=/etc/jobset-metrics/tls.key
 `, filepath.ToSlash(overlay),
 		repo(refs["jobset-apiserver"]), tag(refs["jobset-apiserver"]),
 		repo(refs["jobset-controller"]), tag(refs["jobset-controller"]),
@@ -119,6 +136,10 @@ spec:
 		{"", []string{"-n", SystemNamespace, "create", "secret", "tls", "jobset-apiserver-tls",
 			"--cert", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.crt"),
 			"--key", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.key")}},
+		{"", []string{"-n", SystemNamespace, "create", "secret", "generic", "jobset-controller-metrics-tls", "--type=kubernetes.io/tls",
+			"--from-file=tls.crt=" + filepath.Join(c.LocalDir, "pki", "jobset-controller-metrics-serving.crt"),
+			"--from-file=tls.key=" + filepath.Join(c.LocalDir, "pki", "jobset-controller-metrics-serving.key"),
+			"--from-file=ca.crt=" + filepath.Join(c.LocalDir, "pki", "ca.crt")}},
 		{"", []string{"apply", "-k", dir}},
 	}
 	for _, st := range steps {
