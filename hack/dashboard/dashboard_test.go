@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -14,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nativejobset/jobset/pkg/controller/metrics/metricstest"
+	"github.com/nativejobset/jobset/test/metricslist"
 )
 
 var (
@@ -96,7 +96,7 @@ func exportedFamilies(t *testing.T) map[string]family {
 	for name, f := range ctrl {
 		out[name] = family{typ: typeName(f.Type), labels: f.Labels}
 	}
-	api, err := readFamilyList("apiserver-metrics.txt")
+	api, err := metricslist.Read("apiserver-metrics.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,11 @@ func exportedFamilies(t *testing.T) map[string]family {
 		if _, ok := out[name]; ok {
 			t.Fatalf("%s is both in the controller's registry and in apiserver-metrics.txt", name)
 		}
-		out[name] = f
+		labels := map[string]bool{}
+		for _, l := range f.Labels {
+			labels[l] = true
+		}
+		out[name] = family{typ: f.Type, labels: labels}
 	}
 	return out
 }
@@ -121,32 +125,6 @@ func typeName(t dto.MetricType) string {
 		return "summary"
 	}
 	return "untyped"
-}
-
-// readFamilyList reads lines of "name type label,label,...".
-func readFamilyList(path string) (map[string]family, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]family{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		fam := family{typ: fields[1], labels: map[string]bool{}}
-		if len(fields) > 2 {
-			for _, l := range strings.Split(fields[2], ",") {
-				fam.labels[l] = true
-			}
-		}
-		out[fields[0]] = fam
-	}
-	return out, sc.Err()
 }
 
 func newChecker(t *testing.T, d dashboardJSON) *checker {

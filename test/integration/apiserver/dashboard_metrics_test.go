@@ -1,11 +1,9 @@
 package apiserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nativejobset/jobset/test/integration/framework"
+	"github.com/nativejobset/jobset/test/metricslist"
 )
 
 // The jobset-apiserver families the Grafana dashboard uses
@@ -23,7 +22,10 @@ import (
 // every query to that list) are served by the real server with the listed
 // type and labels, once it answered some JobSet requests.
 func TestDashboardMetricsServed(t *testing.T) {
-	want := readDashboardFamilies(t, filepath.Join("..", "..", "..", "hack", "dashboard", "apiserver-metrics.txt"))
+	want, err := metricslist.Read(filepath.Join("..", "..", "..", "hack", "dashboard", "apiserver-metrics.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := framework.StartServer(t)
 	ctx := context.Background()
 	js := mustCreate(t, s, newJobSet("default", "dashboard"))
@@ -50,8 +52,8 @@ func TestDashboardMetricsServed(t *testing.T) {
 			t.Errorf("%s is not served", name)
 			continue
 		}
-		if got := strings.ToLower(f.GetType().String()); got != w.typ {
-			t.Errorf("%s is a %s, the list says %s", name, got, w.typ)
+		if got := strings.ToLower(f.GetType().String()); got != w.Type {
+			t.Errorf("%s is a %s, the list says %s", name, got, w.Type)
 		}
 		have := map[string]bool{}
 		for _, m := range f.GetMetric() {
@@ -59,7 +61,7 @@ func TestDashboardMetricsServed(t *testing.T) {
 				have[l.GetName()] = true
 			}
 		}
-		for _, l := range w.labels {
+		for _, l := range w.Labels {
 			if !have[l] {
 				t.Errorf("%s has no label %q", name, l)
 			}
@@ -72,45 +74,6 @@ func TestDashboardMetricsServed(t *testing.T) {
 			t.Errorf("%s has no series for group jobset.x-k8s.io", name)
 		}
 	}
-}
-
-type listedFamily struct {
-	typ    string
-	labels []string
-}
-
-// readDashboardFamilies reads lines of "name type label,label,...".
-func readDashboardFamilies(t *testing.T, path string) map[string]listedFamily {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]listedFamily{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			t.Fatalf("%s: %q is not \"name type [labels]\"", path, line)
-		}
-		lf := listedFamily{typ: fields[1]}
-		if len(fields) > 2 {
-			lf.labels = strings.Split(fields[2], ",")
-		}
-		out[fields[0]] = lf
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s lists no family", path)
-	}
-	return out
 }
 
 // hasSeries reports whether a family has a series with the label value.
