@@ -1,6 +1,6 @@
-// Package monitoring holds scrape configurations and alerting rules for
-// JobSet; this test keeps them in step with the metrics the controller
-// really exports.
+// These tests keep the scrape configurations and alerting rules in step
+// with the metrics the controller really exports.
+
 package monitoring
 
 import (

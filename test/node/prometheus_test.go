@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nativejobset/jobset/artifacts/monitoring"
 	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -623,28 +624,11 @@ func (p *prometheusServer) rules(ctx context.Context) ([]ruleStatus, error) {
 	return out, nil
 }
 
-// promRuleObject reads artifacts/monitoring/prometheusrule.yaml.
-func promRuleObject(t *testing.T) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cluster.Root, "artifacts", "monitoring", "prometheusrule.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj map[string]any
-	if err := yaml.Unmarshal(data, &obj); err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
-// ruleFileOf returns the PrometheusRule's spec, a plain rule file.
+// ruleFileOf returns artifacts/monitoring/prometheusrule.yaml's spec, a
+// plain rule file.
 func ruleFileOf(t *testing.T) []byte {
 	t.Helper()
-	spec, ok := promRuleObject(t)["spec"]
-	if !ok {
-		t.Fatal("prometheusrule.yaml has no spec")
-	}
-	out, err := yaml.Marshal(spec)
+	out, _, err := monitoring.Rules(filepath.Join(cluster.Root, "artifacts", "monitoring"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -659,30 +643,13 @@ type alertSet struct {
 
 func alertRules(t *testing.T) *alertSet {
 	t.Helper()
-	var pr struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-					Expr  string `json:"expr"`
-				} `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
-	}
-	b, err := json.Marshal(promRuleObject(t))
+	_, alerts, err := monitoring.Rules(filepath.Join(cluster.Root, "artifacts", "monitoring"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &pr); err != nil {
-		t.Fatal(err)
-	}
 	a := &alertSet{rules: map[string]string{}, used: map[string]bool{}}
-	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			if r.Alert != "" {
-				a.rules[r.Alert] = strings.TrimSpace(r.Expr)
-			}
-		}
+	for _, alert := range alerts {
+		a.rules[alert.Name] = alert.Expr
 	}
 	return a
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nativejobset/jobset/artifacts/monitoring"
 )
 
 // ruleFileName is the rule file every test file here names in rule_files.
@@ -53,57 +55,19 @@ func run(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-// prometheusRule is the part of the PrometheusRule object the tests read.
-type prometheusRule struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Groups []struct {
-			Name  string `json:"name"`
-			Rules []struct {
-				Alert string `json:"alert"`
-				Expr  string `json:"expr"`
-			} `json:"rules"`
-		} `json:"groups"`
-	} `json:"spec"`
-}
-
 // ruleFile returns the spec of ../prometheusrule.yaml as a plain Prometheus
-// rule file (the PrometheusRule object's spec is exactly that format), and
-// the alert names it defines.
+// rule file, and the alert names it defines.
 func ruleFile(t *testing.T) ([]byte, []string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "prometheusrule.yaml"))
+	out, alerts, err := monitoring.Rules("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var obj map[string]any
-	if err := yaml.Unmarshal(data, &obj); err != nil {
-		t.Fatal(err)
+	names := make([]string, len(alerts))
+	for i, a := range alerts {
+		names[i] = a.Name
 	}
-	spec, ok := obj["spec"].(map[string]any)
-	if !ok || obj["kind"] != "PrometheusRule" {
-		t.Fatalf("prometheusrule.yaml is no PrometheusRule with a spec: kind %v", obj["kind"])
-	}
-	out, err := yaml.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pr prometheusRule
-	if err := yaml.Unmarshal(data, &pr); err != nil {
-		t.Fatal(err)
-	}
-	var alerts []string
-	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			if r.Alert != "" {
-				alerts = append(alerts, r.Alert)
-			}
-		}
-	}
-	if len(alerts) == 0 {
-		t.Fatal("prometheusrule.yaml defines no alert")
-	}
-	return out, alerts
+	return out, names
 }
 
 // testFiles returns the promtool test files of this directory.
