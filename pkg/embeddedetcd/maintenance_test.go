@@ -51,6 +51,15 @@ func TestNospaceAlarmClearsWhenSpaceIsFreed(t *testing.T) {
 	if !full {
 		t.Fatalf("three times the quota was written without a NOSPACE error")
 	}
+	// etcd refuses the write at once but raises the alarm through raft
+	// after it: wait until the alarm is recorded.
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := c.AlarmList(ctx)
+		return err == nil && len(resp.Alarms) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the NOSPACE alarm was never recorded: %v", err)
+	}
 	s.CheckSpace()
 	if !s.NospaceRaised() {
 		t.Errorf("NospaceRaised with the alarm raised: false")
@@ -72,6 +81,7 @@ func TestNospaceAlarmClearsWhenSpaceIsFreed(t *testing.T) {
 	if _, err := c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatalf("compacting: %v", err)
 	}
+	waitMostlyFree(t, s)
 	sizeBefore := s.etcd.Server.Backend().Size()
 	s.CheckSpace()
 	if s.NospaceRaised() {
