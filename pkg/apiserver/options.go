@@ -139,6 +139,11 @@ func (o *Options) Complete() error {
 		o.EmbeddedEtcdQuotaBackendBytes = DefaultQuotaFor(o.MemoryLimit)
 	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 {
+		// Bad embedded etcd options are refused before the etcd starts on
+		// (and possibly creates) its data directory.
+		if errs := o.embeddedEtcdErrors(); len(errs) > 0 {
+			return utilerrors.NewAggregate(errs)
+		}
 		klog.InfoS("Embedded etcd quota", "bytes", o.EmbeddedEtcdQuotaBackendBytes, "memoryLimit", o.MemoryLimit)
 		o.nospaceEvents = newNospaceEvents()
 		srv, err := embeddedetcd.Start(embeddedetcd.Config{
@@ -186,6 +191,13 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.Recommended.Validate()...)
 	errs = append(errs, o.ServerRun.Validate()...)
+	errs = append(errs, o.embeddedEtcdErrors()...)
+	return utilerrors.NewAggregate(errs)
+}
+
+// embeddedEtcdErrors reports every invalid embedded etcd option.
+func (o *Options) embeddedEtcdErrors() []error {
+	var errs []error
 	if o.EmbeddedEtcdClientPort < 0 || o.EmbeddedEtcdClientPort > 65535 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-client-port must be between 0 and 65535"))
 	}
@@ -198,7 +210,7 @@ func (o *Options) Validate() error {
 	if o.EmbeddedEtcdMaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive"))
 	}
-	return utilerrors.NewAggregate(errs)
+	return errs
 }
 
 // Config turns the options into a server configuration.
