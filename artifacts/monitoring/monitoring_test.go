@@ -154,9 +154,10 @@ func TestServiceMonitorMatchesDeployment(t *testing.T) {
 		Spec struct {
 			Selector  metav1.LabelSelector `json:"selector"`
 			Endpoints []struct {
-				Port   string `json:"port"`
-				Scheme string `json:"scheme"`
-				Path   string `json:"path"`
+				Port        string `json:"port"`
+				Scheme      string `json:"scheme"`
+				Path        string `json:"path"`
+				HonorLabels bool   `json:"honorLabels"`
 			} `json:"endpoints"`
 		} `json:"spec"`
 	}
@@ -181,6 +182,11 @@ func TestServiceMonitorMatchesDeployment(t *testing.T) {
 	ep := sm.Spec.Endpoints[0]
 	if ep.Scheme != "https" || ep.Path != "/metrics" {
 		t.Errorf("endpoint %+v, want https /metrics", ep)
+	}
+	// The controller's series name the JobSet's namespace "namespace"; the
+	// operator's target label of the same name would rename it.
+	if !ep.HonorLabels {
+		t.Errorf("the controller's endpoint does not honor its labels: its namespace label would become exported_namespace")
 	}
 	for k, v := range sm.Spec.Selector.MatchLabels {
 		if svc.Metadata.Labels[k] != v {
