@@ -126,7 +126,9 @@ func TestScheduledBackupMatchesComponent(t *testing.T) {
 }
 
 // metrics.serviceMonitor.enabled adds the objects of
-// artifacts/monitoring/servicemonitor.yaml and rbac.yaml.
+// artifacts/monitoring/servicemonitor.yaml and rbac.yaml, but for the
+// discovery Role and its binding: those are for the plain scrape config,
+// while the Prometheus Operator grants its Prometheus discovery itself.
 func TestServiceMonitorMatchesMonitoringArtifacts(t *testing.T) {
 	want := map[objKey]map[string]any{}
 	for _, f := range []string{"servicemonitor.yaml", "rbac.yaml"} {
@@ -137,6 +139,13 @@ func TestServiceMonitorMatchesMonitoringArtifacts(t *testing.T) {
 		for k, obj := range parseObjects(t, f, data) {
 			want[k] = obj
 		}
+	}
+	for _, kind := range []string{"Role", "RoleBinding"} {
+		k := objKey{"rbac.authorization.k8s.io/v1", kind, namespace, "jobset-metrics-discovery"}
+		if _, ok := want[k]; !ok {
+			t.Fatalf("rbac.yaml has no %s; the exception above is stale", k)
+		}
+		delete(want, k)
 	}
 	base := renderChart(t, overlayImages())
 	all := renderChart(t, with(overlayImages(), map[string]any{
