@@ -103,49 +103,24 @@ patches:
 		return err
 	}
 
-	// The volume: a directory on the node owned by the server's user.
-	pvDir := filepath.Join(c.LocalDir, "data", "node", "pv", "jobset-apiserver-0")
-	if err := os.MkdirAll(pvDir, 0o700); err != nil {
+	if _, err := c.NodeVolume("jobset-apiserver-0", "data-jobset-apiserver-0", false); err != nil {
 		return err
 	}
-	if err := os.Chown(pvDir, 65532, 65532); err != nil {
-		return err
-	}
-	pv := fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: jobset-apiserver-0
-spec:
-  capacity: {storage: 5Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  claimRef: {namespace: %s, name: data-jobset-apiserver-0}
-  hostPath: {path: %s, type: Directory}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - {key: jobset.local/real-node, operator: In, values: ["true"]}
-`, SystemNamespace, pvDir)
-	steps := []struct {
-		stdin string
-		args  []string
-	}{
-		{pv, []string{"apply", "-f", "-"}},
-		{"", []string{"create", "namespace", SystemNamespace}},
-		{"", []string{"-n", SystemNamespace, "create", "secret", "tls", "jobset-apiserver-tls",
+	steps := [][]string{
+		{"create", "namespace", SystemNamespace},
+		{"-n", SystemNamespace, "create", "secret", "tls", "jobset-apiserver-tls",
 			"--cert", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.crt"),
-			"--key", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.key")}},
-		{"", []string{"-n", SystemNamespace, "create", "secret", "generic", "jobset-controller-metrics-tls", "--type=kubernetes.io/tls",
+			"--key", filepath.Join(c.LocalDir, "pki", "jobset-apiserver-serving.key")},
+		{"-n", SystemNamespace, "create", "secret", "generic", "jobset-controller-metrics-tls", "--type=kubernetes.io/tls",
 			"--from-file=tls.crt=" + filepath.Join(c.LocalDir, "pki", "jobset-controller-metrics-serving.crt"),
 			"--from-file=tls.key=" + filepath.Join(c.LocalDir, "pki", "jobset-controller-metrics-serving.key"),
-			"--from-file=ca.crt=" + filepath.Join(c.LocalDir, "pki", "ca.crt")}},
-		{"", []string{"apply", "-k", dir}},
+			"--from-file=ca.crt=" + filepath.Join(c.LocalDir, "pki", "ca.crt")},
+		{"apply", "-k", dir},
 	}
-	for _, st := range steps {
+	for _, args := range steps {
 		// "already exists": a reused cluster was installed before.
-		if out, err := c.Kubectl(st.stdin, st.args...); err != nil && !strings.Contains(out, "already exists") {
-			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(st.args, " "), err, out)
+		if out, err := c.Kubectl("", args...); err != nil && !strings.Contains(out, "already exists") {
+			return fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -172,6 +147,45 @@ func waitInstalled(ctx context.Context, c *Cluster) error {
 		}
 		return c.APIServiceAvailable(), nil
 	})
+}
+
+// NodeVolume prepares a local volume on the real node, as an administrator
+// would: a directory owned by the product's non-root user (emptied first
+// when fresh) and a PersistentVolume of it, reserved for the claim of that
+// name in SystemNamespace. It returns the directory.
+func (c *Cluster) NodeVolume(name, claim string, fresh bool) (string, error) {
+	dir := filepath.Join(c.LocalDir, "data", "node", "pv", name)
+	if fresh {
+		if err := os.RemoveAll(dir); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.Chown(dir, 65532, 65532); err != nil {
+		return "", err
+	}
+	pv := fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %s
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {namespace: %s, name: %s}
+  hostPath: {path: %s, type: Directory}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: jobset.local/real-node, operator: In, values: ["true"]}
+`, name, SystemNamespace, claim, dir)
+	if out, err := c.Kubectl(pv, "apply", "-f", "-"); err != nil {
+		return "", fmt.Errorf("kubectl apply (the PersistentVolume %s): %v\n%s", name, err, out)
+	}
+	return dir, nil
 }
 
 // APIServiceAvailable reports whether the JobSet APIService is Available.

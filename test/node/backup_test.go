@@ -101,34 +101,9 @@ patches:
 		t.Fatal(err)
 	}
 
-	backups := filepath.Join(cluster.LocalDir, "data", "node", "pv", "jobset-apiserver-backups")
-	if err := os.RemoveAll(backups); err != nil {
+	backups, err := cluster.NodeVolume("jobset-apiserver-backups", "jobset-apiserver-backups", true)
+	if err != nil {
 		t.Fatal(err)
-	}
-	if err := os.MkdirAll(backups, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(backups, 65532, 65532); err != nil {
-		t.Fatal(err)
-	}
-	pv := fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: jobset-apiserver-backups
-spec:
-  capacity: {storage: 5Gi}
-  accessModes: [ReadWriteOnce]
-  persistentVolumeReclaimPolicy: Retain
-  claimRef: {namespace: %s, name: jobset-apiserver-backups}
-  hostPath: {path: %s, type: Directory}
-  nodeAffinity:
-    required:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - {key: jobset.local/real-node, operator: In, values: ["true"]}
-`, localcluster.SystemNamespace, backups)
-	if out, err := cluster.Kubectl(pv, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply (the backups' volume): %v\n%s", err, out)
 	}
 	if out, err := cluster.Kubectl("", "apply", "-k", dir); err != nil {
 		t.Fatalf("kubectl apply -k (the scheduled-backup component): %v\n%s", err, out)
