@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# Stops the local development cluster started by hack/local-up.sh.
-#
-# A real node (REAL_NODE=1) goes first, with everything it left on the host
-# ("localtool node down"). Every component is stopped through its pid file in LOCAL_DIR/pids (SIGTERM,
-# then SIGKILL after STOP_TIMEOUT seconds, default 20): first the controllers,
-# then the API servers, etcd last. A pid file whose process is gone, or whose
-# pid now belongs to a different process (checked by the process start time
-# and executable), is removed without signalling anything: this script never
-# touches a process it did not start.
+# Stops the local development cluster started by hack/local-up.sh: the real
+# node first (with everything it left on the host), then every process
+# through its pid file in LOCAL_DIR/pids (SIGTERM, then SIGKILL after
+# STOP_TIMEOUT seconds, default 20), the controllers first and etcd last. It
+# never signals a process it did not start (a pid file whose pid now belongs
+# to another process is removed without a signal). See "localtool down"
+# (hack/tools/localtool/cluster).
 #
 # Usage: hack/local-down.sh [--clean | --purge]
 #   --clean   also delete the cluster data (etcd, jobset-apiserver's embedded
@@ -17,41 +15,20 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# shellcheck source=hack/lib/local.sh
-source "${ROOT}/hack/lib/local.sh"
+BIN_DIR="${BIN_DIR:-${ROOT}/_output/bin}"
+export LOCAL_ROOT="${ROOT}" BIN_DIR
 
-mode=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --clean) mode=clean ;;
-    --purge) mode=purge ;;
-    --help|-h) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) local::die "unknown argument: $1" ;;
-  esac
-  shift
+for a in "$@"; do
+  if [[ "${a}" == --help || "${a}" == -h ]]; then
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+  fi
 done
-
-rc=0
-if [[ -d "${PID_DIR}" ]]; then
-  local::stop_all || rc=1
-  # Pid files of components this version of the scripts does not know.
-  for f in "${PID_DIR}"/*.pid; do
-    [[ -e "${f}" ]] || continue
-    name="$(basename "${f}" .pid)"
-    [[ " ${LOCAL_COMPONENTS[*]} " != *" ${name} "* ]] || continue
-    local::stop "${name}" || rc=1
-  done
+if [[ ! -x "${BIN_DIR}/localtool" ]]; then
+  if [[ ! -d "${LOCAL_DIR:-${ROOT}/_output/local}/pids" ]]; then
+    echo "no local cluster to stop in ${LOCAL_DIR:-${ROOT}/_output/local}"
+    exit 0
+  fi
+  "${ROOT}/hack/build-tools.sh" localtool
 fi
-[[ ${rc} == 0 ]] || local::die "some processes of ${LOCAL_DIR} are still running (see above); nothing removed"
-
-case "${mode}" in
-  clean)
-    local::log "removing ${LOCAL_DIR}/data"
-    rm -rf "${LOCAL_DIR}/data"
-    ;;
-  purge)
-    local::log "removing ${LOCAL_DIR}"
-    rm -rf "${LOCAL_DIR}"
-    ;;
-esac
-local::log "local cluster in ${LOCAL_DIR} stopped"
+exec "${BIN_DIR}/localtool" down "$@"

@@ -9,9 +9,13 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=hack/lib/local.sh
-source "${ROOT}/hack/lib/local.sh"
-[[ -f "${LOCAL_DIR}/env" ]] || local::die "no running stack in ${LOCAL_DIR} (start it with hack/local-up.sh --detach)"
+LOCAL_DIR="$(cd "${LOCAL_DIR:-${ROOT}/_output/local}" 2>/dev/null && pwd)" || LOCAL_DIR="${LOCAL_DIR:-${ROOT}/_output/local}"
+BIN_DIR="${BIN_DIR:-${ROOT}/_output/bin}"
+ADMIN_KUBECONFIG="${LOCAL_DIR}/kubeconfig"
+if [[ ! -f "${LOCAL_DIR}/env" ]]; then
+  echo "error: no running cluster in ${LOCAL_DIR} (start it with hack/local-up.sh --detach)" >&2
+  exit 1
+fi
 # shellcheck disable=SC1091
 source "${LOCAL_DIR}/env"
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/nativejobset/jobset/hack/tools/localtool/pki"
+
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -29,7 +31,7 @@ func modTime(t *testing.T, path string) int64 {
 
 func certSerial(t *testing.T, path string) string {
 	t.Helper()
-	cert, _, err := loadPair(path)
+	cert, _, err := pki.LoadPair(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +78,14 @@ func TestCertificatesAreReusedUntilTheRequestChanges(t *testing.T) {
 		t.Fatal("a certificate of a replaced CA was kept")
 	}
 
-	cert, key, err := loadPair(leaf)
+	cert, key, err := pki.LoadPair(leaf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key == nil || cert.Subject.CommonName != "system:test" || !slices.Equal(cert.Subject.Organization, []string{"group-a"}) {
 		t.Fatalf("unexpected subject %v", cert.Subject)
 	}
-	caCert, _, err := loadPair(ca)
+	caCert, _, err := pki.LoadPair(ca)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // containerd with Debian's runc and the cgroupfs driver. Every path it
@@ -88,7 +90,7 @@ func (c *Config) startContainerd() error {
 	}
 	// containerd finds its shim by name on PATH.
 	path := c.BinDir + ":" + os.Getenv("PATH")
-	if err := c.start(process{name: containerd, argv: []string{c.bin("containerd"), "--config", conf}, env: []string{"PATH=" + path}}); err != nil {
+	if err := c.start(proc.Process{Name: containerd, Argv: []string{c.bin("containerd"), "--config", conf}, Env: []string{"PATH=" + path}}); err != nil {
 		return err
 	}
 	return c.waitFor(containerd, "containerd", func() error {

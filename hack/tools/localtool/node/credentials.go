@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // credentials issues the node's certificates from the cluster's CA (with
@@ -77,7 +79,7 @@ func (c *Config) startAPIForwarder() error {
 		return err
 	}
 	listen := net.JoinHostPort(c.hostIP(), strconv.Itoa(c.APIServerPort))
-	if err := c.start(process{name: apiForwarder, argv: []string{self, "lb",
+	if err := c.start(proc.Process{Name: apiForwarder, Argv: []string{self, "lb",
 		"-listen", listen, "-listen-interface", c.Bridge,
 		"-backends", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.APIServerPort))}}); err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // CoreDNS on the host, bound to the bridge address only: the pods' cluster
@@ -47,7 +49,7 @@ func (c *Config) startCoreDNS() error {
 	if err := os.WriteFile(conf, []byte(c.corefile()), 0o644); err != nil {
 		return err
 	}
-	if err := c.start(process{name: coreDNS, argv: []string{c.bin("coredns"), "-conf", conf}}); err != nil {
+	if err := c.start(proc.Process{Name: coreDNS, Argv: []string{c.bin("coredns"), "-conf", conf}}); err != nil {
 		return err
 	}
 	return c.waitFor(coreDNS, "CoreDNS /ready", func() error {

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // The kubelet, on cgroup v1 with the cgroupfs driver, under a cgroup root of
@@ -83,7 +85,7 @@ func (c *Config) startKubelet() error {
 	if err := os.WriteFile(conf, []byte(c.kubeletConfig()), 0o644); err != nil {
 		return err
 	}
-	if err := c.start(process{name: kubelet, argv: []string{c.bin("kubelet"),
+	if err := c.start(proc.Process{Name: kubelet, Argv: []string{c.bin("kubelet"),
 		"--config=" + conf,
 		"--kubeconfig=" + c.kubeconfig(kubelet),
 		"--root-dir=" + c.dir("kubelet"),

@@ -1,9 +1,7 @@
 package node
 
 import (
-	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,57 +89,6 @@ func TestConfigs(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("CNI config lacks %s:\n%s", want, data)
 		}
-	}
-}
-
-// Processes are recorded as hack/lib/local.sh records them, and stop
-// escalates to SIGKILL for a process that ignores SIGTERM.
-func TestStartStop(t *testing.T) {
-	c := testConfig(t)
-	for _, d := range []string{c.logDir(), filepath.Dir(c.pidFile("x"))} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.start(process{name: "stubborn", argv: []string{"/bin/sh", "-c", "trap '' TERM; echo ignoring TERM; while :; do sleep 0.1; done"}}); err != nil {
-		t.Fatal(err)
-	}
-	// Only once the trap is set does SIGTERM go unheeded.
-	if err := c.waitFor("stubborn", "the trap", func() error {
-		data, _ := os.ReadFile(filepath.Join(c.logDir(), "stubborn.log"))
-		if !strings.Contains(string(data), "ignoring TERM") {
-			return errors.New("no output yet")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	pid, ok := c.running("stubborn")
-	if !ok {
-		t.Fatal("the process is not recorded as running")
-	}
-	data, _ := os.ReadFile(c.pidFile("stubborn"))
-	if f := strings.Fields(string(data)); len(f) != 3 || f[2] != "/usr/bin/dash" && f[2] != "/bin/dash" && !strings.HasSuffix(f[2], "sh") {
-		t.Errorf("pid file %q: want <pid> <start time> <executable>", data)
-	}
-	if err := c.start(process{name: "stubborn", argv: []string{"/bin/true"}}); err == nil {
-		t.Error("starting a component that runs succeeded")
-	}
-	if err := c.stop("stubborn", 300*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := startTime(pid); err == nil {
-		t.Errorf("pid %d still runs after stop", pid)
-	}
-	log, _ := os.ReadFile(filepath.Join(c.logDir(), "stubborn.log"))
-	if !strings.Contains(string(log), "ignoring TERM") {
-		t.Errorf("the log lacks the process's output:\n%s", log)
-	}
-	if _, err := os.Stat(c.pidFile("stubborn")); !os.IsNotExist(err) {
-		t.Error("the pid file is left behind")
-	}
-	if err := c.stop("stubborn", time.Second); err != nil {
-		t.Errorf("stopping what is stopped: %v", err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // kube-proxy in iptables mode: ClusterIP Services for pods (and for
@@ -40,7 +42,7 @@ func (c *Config) startKubeProxy() error {
 	if err := os.WriteFile(conf, []byte(c.kubeProxyConfig()), 0o644); err != nil {
 		return err
 	}
-	if err := c.start(process{name: kubeProxy, argv: []string{c.bin("kube-proxy"), "--config=" + conf, "--v=1"}}); err != nil {
+	if err := c.start(proc.Process{Name: kubeProxy, Argv: []string{c.bin("kube-proxy"), "--config=" + conf, "--v=1"}}); err != nil {
 		return err
 	}
 	return c.waitFor(kubeProxy, "kube-proxy /healthz", func() error {

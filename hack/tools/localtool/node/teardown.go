@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
 // What the node leaves behind when its programs stop: container processes
@@ -94,7 +96,7 @@ func (c *Config) killShims() error {
 	for _, pid := range left {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			if _, err := startTime(pid); err != nil {
+			if _, err := proc.StartTime(pid); err != nil {
 				break
 			}
 			if time.Now().After(deadline) {
