@@ -6,8 +6,9 @@
 //	go test -bench . -run '^$' -benchtime 1x -timeout 60m ./test/bench/wire/
 //
 // Create: BENCH_CREATES JobSets (default 1000) per encoding from 16 clients,
-// in interleaved rounds, and as many ConfigMaps of the JobSet's encoded
-// size (a built-in object through the same kube-apiserver). List: lists of
+// in interleaved rounds, and as many suspended batch/v1 Jobs with the
+// JobSet's workers' pod template (a built-in object through the same
+// kube-apiserver: the write a plain client makes instead). List: lists of
 // BENCH_LIST_SIZES JobSets (default 1000,10000), BENCH_LIST_SAMPLES pairs
 // (default 10), alternating which encoding lists first; the ratio is the
 // median of the pairs' protobuf/JSON times, with min and max. It also
@@ -31,7 +32,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/apiserver"
@@ -51,7 +53,7 @@ var cluster *localcluster.Cluster
 
 // inProcess (BENCH_WIRE_INPROCESS=1) runs the comparisons against an
 // in-process jobset-apiserver instead of the local cluster: no
-// kube-apiserver in between, no ConfigMap reference, and the RSS is the
+// kube-apiserver in between, no Job reference, and the RSS is the
 // whole benchmark process's.
 var inProcess = os.Getenv("BENCH_WIRE_INPROCESS") == "1"
 
@@ -60,7 +62,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	// The cluster's etcd runs without fsync (hack/local-up.sh); so does
-	// jobset-apiserver's embedded one here, so that JobSets and ConfigMaps
+	// jobset-apiserver's embedded one here, so that JobSets and Jobs
 	// are written with the same durability.
 	args := strings.TrimSpace(os.Getenv("JOBSET_APISERVER_ARGS") + " --embedded-etcd-unsafe-no-fsync")
 	os.Exit(localcluster.RunBenchmarks(m, localcluster.Options{Prefix: "BENCH_", Dir: "_output/bench-wire", PortBase: 29600, Nodes: 1,
@@ -70,7 +72,7 @@ func TestMain(m *testing.M) {
 // target is the server the comparisons run against.
 type target struct {
 	config *rest.Config
-	// builtins is false when no kube-apiserver serves ConfigMaps.
+	// builtins is false when no kube-apiserver serves Jobs.
 	builtins bool
 	// pid is the API server's process; etcdURL its embedded etcd.
 	pid     func(b *testing.B) int
@@ -224,7 +226,7 @@ type createKind struct {
 }
 
 // benchCreate: JobSet creates in JSON and in protobuf and, through
-// kube-apiserver, ConfigMap creates of the JobSet's stored protobuf size,
+// kube-apiserver, creates of a suspended Job with the workers' template,
 // in interleaved rounds of 200 so that all kinds share the machine's noise.
 func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	total := envInt("BENCH_CREATES", 1000)
@@ -250,7 +252,7 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 		}},
 	}
 	if tgt.builtins {
-		kinds = append(kinds, configMapKind(b, pbEnc, probe, jsPB))
+		kinds = append(kinds, suspendedJobKind(b, pbEnc, probe))
 		direct := directJobSets(b)
 		kinds = append(kinds, createKind{"jobset-protobuf-direct", func(ctx context.Context, i int) error {
 			_, err := direct.JobsetV1alpha2().JobSets(ns).Create(ctx, benchJobSet(ns, fmt.Sprintf("direct-%06d", i)), metav1.CreateOptions{})
@@ -280,7 +282,7 @@ func benchCreate(b *testing.B, jsonEnc, pbEnc encoding) {
 	b.ReportMetric(float64(jsPB), "jobset-protobuf-bytes")
 	b.ReportMetric(float64(jsJSON), "jobset-json-bytes")
 	if len(rate) == 4 {
-		b.ReportMetric(rate[1]/rate[2], "protobuf-jobset/configmap-rate")
+		b.ReportMetric(rate[1]/rate[2], "protobuf-jobset/suspended-job-rate")
 		b.ReportMetric(rate[1]/rate[3], "via-kube-apiserver/direct-rate")
 	}
 }
@@ -338,36 +340,33 @@ func liveHeapMiB(b *testing.B) float64 {
 	return n / (1 << 20)
 }
 
-// configMapKind creates ConfigMaps in protobuf with the JobSet's labels and
-// annotations and a payload that brings each, as stored (with its own
-// managedFields), to the JobSet's stored protobuf size.
-func configMapKind(b *testing.B, pbEnc encoding, probe *v1alpha2.JobSet, jobSetPB int) createKind {
-	cmNS := newNamespace(b, "wire-cm")
-	cmScheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(cmScheme); err != nil {
-		b.Fatal(err)
-	}
-	newConfigMap := func(name, payload string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cmNS, Labels: probe.Labels, Annotations: probe.Annotations},
-			Data:       map[string]string{"payload": payload},
+// suspendedJobKind creates, in protobuf, suspended batch/v1 Jobs with the
+// JobSet's labels and annotations and the pod template of its workers: the
+// write a plain client makes for one Job of the JobSet, through the same
+// kube-apiserver, with nothing (no Job controller work) after it.
+func suspendedJobKind(b *testing.B, pbEnc encoding, probe *v1alpha2.JobSet) createKind {
+	jobNS := newNamespace(b, "wire-job")
+	spec := jobTemplate(8, "worker").Spec
+	spec.Suspend = ptr.To(true)
+	newJob := func(name string) *batchv1.Job {
+		return &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: jobNS, Labels: probe.Labels, Annotations: probe.Annotations},
+			Spec:       *spec.DeepCopy(),
 		}
 	}
-	configMaps := pbEnc.kube.CoreV1().ConfigMaps(cmNS)
-	empty, err := configMaps.Create(context.Background(), newConfigMap("probe", ""), metav1.CreateOptions{})
+	jobs := pbEnc.kube.BatchV1().Jobs(jobNS)
+	stored, err := jobs.Create(context.Background(), newJob("probe"), metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, emptyPB := encodedSizes(b, cmScheme, corev1.SchemeGroupVersion, empty)
-	payload := strings.Repeat("x", max(0, jobSetPB-emptyPB-2))
-	sized, err := configMaps.Create(context.Background(), newConfigMap("probe-sized", payload), metav1.CreateOptions{})
-	if err != nil {
+	jobScheme := runtime.NewScheme()
+	if err := batchv1.AddToScheme(jobScheme); err != nil {
 		b.Fatal(err)
 	}
-	cmJSON, cmPB := encodedSizes(b, cmScheme, corev1.SchemeGroupVersion, sized)
-	b.Logf("stored JobSet: %d bytes protobuf; ConfigMap: %d JSON, %d protobuf", jobSetPB, cmJSON, cmPB)
-	return createKind{"configmap-protobuf", func(ctx context.Context, i int) error {
-		_, err := configMaps.Create(ctx, newConfigMap(fmt.Sprintf("cm-%06d", i), payload), metav1.CreateOptions{})
+	jobJSON, jobPB := encodedSizes(b, jobScheme, batchv1.SchemeGroupVersion, stored)
+	b.Logf("stored suspended Job: %d bytes JSON, %d protobuf", jobJSON, jobPB)
+	return createKind{"suspended-job-protobuf", func(ctx context.Context, i int) error {
+		_, err := jobs.Create(ctx, newJob(fmt.Sprintf("job-%06d", i)), metav1.CreateOptions{})
 		return err
 	}}
 }
