@@ -215,6 +215,13 @@ func TestPatchWebhooks(t *testing.T) {
 	if strings.Count(s, `"port":26480`) != 3 || strings.Count(s, `"caBundle":"Q0E="`) != 3 || strings.Count(s, `"namespace":"kubeflow-system"`) != 3 || strings.Contains(s, "443") {
 		t.Errorf("not every webhook points at the local port and CA: %s", s)
 	}
+	// kubectl may print the objects one after the other.
+	two := `{"kind":"ValidatingWebhookConfiguration","webhooks":[{"name":"a","clientConfig":{"service":{"name":"s"}}}]}
+{"kind":"Service","metadata":{"name":"s","namespace":"system"}}`
+	out, err = patchWebhooks([]byte(two), "kubeflow-system", 26480, "Q0E=")
+	if err != nil || strings.Count(string(out), `"namespace":"kubeflow-system"`) != 2 || !strings.Contains(string(out), `"kind":"List"`) {
+		t.Errorf("a stream of objects: %s, %v", out, err)
+	}
 	if _, err := patchWebhooks([]byte(`{"kind":"List","items":[]}`), "ns", 1, "x"); err == nil {
 		t.Error("manifests without webhooks were accepted")
 	}

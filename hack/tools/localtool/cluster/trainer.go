@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -103,17 +105,26 @@ func (c *Cluster) trainerWebhooks(base string) ([]byte, error) {
 	return patchWebhooks(asJSON, trainerNamespace, c.port("TRAINER_WEBHOOK_PORT"), base64.StdEncoding.EncodeToString(caPEM))
 }
 
-// patchWebhooks points every webhook of the objects in manifest (one object
-// or a List) at namespace and port, trusting caBundle; other objects go to
-// namespace. It fails when there is no webhook at all.
+// patchWebhooks points every webhook of the objects in manifest (JSON
+// objects or Lists, one after the other, as kubectl prints them) at
+// namespace and port, trusting caBundle; other objects go to namespace. It
+// returns one List, and fails when there is no webhook at all.
 func patchWebhooks(manifest []byte, namespace string, port int, caBundle string) ([]byte, error) {
-	var doc map[string]any
-	if err := json.Unmarshal(manifest, &doc); err != nil {
-		return nil, err
-	}
-	items := []any{doc}
-	if doc["kind"] == "List" {
-		items, _ = doc["items"].([]any)
+	var items []any
+	dec := json.NewDecoder(bytes.NewReader(manifest))
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, err
+		}
+		if doc["kind"] == "List" {
+			list, _ := doc["items"].([]any)
+			items = append(items, list...)
+		} else {
+			items = append(items, doc)
+		}
 	}
 	found := 0
 	for _, it := range items {
@@ -141,7 +152,7 @@ func patchWebhooks(manifest []byte, namespace string, port int, caBundle string)
 	if found == 0 {
 		return nil, fmt.Errorf("no webhooks in the manifests")
 	}
-	return json.Marshal(doc)
+	return json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
 }
 
 // crdsEstablished: every named CRD is Established.
