@@ -65,7 +65,7 @@ func newJobSet(name string, mods ...func(*jobset.JobSet)) *jobset.JobSet {
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	kube  *kfake.Clientset
 	jsc   *jsfake.Clientset
@@ -75,7 +75,7 @@ type fixture struct {
 	rec   *events.FakeRecorder
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	var kubeObjs, jsObjs []runtime.Object
 	for _, o := range objs {

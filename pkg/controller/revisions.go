@@ -238,6 +238,20 @@ func maxRevisionNumber(owned map[string]*appsv1.ControllerRevision) int64 {
 	return n
 }
 
+// constructRevision builds the ControllerRevision name of the JobSet.
+func constructRevision(js *jobset.JobSet, name string, raw []byte, number int64) *appsv1.ControllerRevision {
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       js.Namespace,
+			Labels:          map[string]string{jobset.JobSetNameKey: js.Name},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(js)},
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: number,
+	}
+}
+
 // ensureRevision creates the ControllerRevision name with the given data, or
 // makes an existing one the newest of the history (a rollback to an older
 // template reuses that template's revision).
@@ -258,17 +272,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 	if c.exp.revisions.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind
 	}
-	cr := &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			Namespace:       js.Namespace,
-			Labels:          map[string]string{jobset.JobSetNameKey: js.Name},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(js)},
-		},
-		Data:     runtime.RawExtension{Raw: raw},
-		Revision: newest + 1,
-	}
-	_, err := api.Create(ctx, cr, metav1.CreateOptions{})
+	_, err := api.Create(ctx, constructRevision(js, name, raw, newest+1), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		c.exp.revisions.Expect(js.Namespace, name, struct{}{})
