@@ -49,6 +49,7 @@ import (
 	"k8s.io/utils/clock"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
@@ -180,9 +181,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o interface{}) { c.observeJob(o, false); c.enqueueOwner(o) },
 		UpdateFunc: func(o, n interface{}) {
-			oj, ok1 := o.(*batchv1.Job)
-			nj, ok2 := n.(*batchv1.Job)
-			if ok1 && ok2 && oj.ResourceVersion != "" && oj.ResourceVersion == nj.ResourceVersion {
+			om, ok1 := o.(metav1.Object)
+			nm, ok2 := n.(metav1.Object)
+			if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
 				return
 			}
 			c.observeJob(n, false)
@@ -282,10 +283,7 @@ func (c *Controller) enqueueOwner(obj interface{}) {
 
 // observeJob feeds Job events to the expectations.
 func (c *Controller) observeJob(obj interface{}, deleted bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	job, ok := obj.(*batchv1.Job)
+	job, ok := jobcache.Of(obj)
 	if !ok {
 		return
 	}
@@ -430,7 +428,7 @@ func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, erro
 	}
 	out := make(map[string]*batchv1.Job, len(list))
 	for _, o := range list {
-		if j, ok := o.(*batchv1.Job); ok && isOwnedBy(j.OwnerReferences, js) {
+		if j, ok := jobcache.Of(o); ok && isOwnedBy(j.OwnerReferences, js) {
 			out[j.Name] = j
 		}
 	}

@@ -8,11 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
@@ -43,28 +45,34 @@ var (
 	}
 )
 
-// keepOnly returns the entries of m whose keys are in keep (nil when none).
-func keepOnly(m map[string]string, keep map[string]bool) map[string]string {
+// keepOnly returns the entries of m whose keys are in keep (nil when
+// none), with the keys of keep (a decoded key is an allocation of its own)
+// and the values interned.
+func keepOnly(m map[string]string, keep map[string]bool, in *interner) map[string]string {
 	var out map[string]string
-	for k, v := range m {
-		if keep[k] {
+	for k := range keep {
+		if v, ok := m[k]; ok {
 			if out == nil {
 				out = make(map[string]string, len(keep))
 			}
-			out[k] = v
+			out[k] = in.get(v)
 		}
 	}
 	return out
 }
 
-// trimObject is the informer transform: it drops managed fields everywhere
-// and, of Jobs, the pod template, the selector, the pod failure and
-// success policies and every label and annotation not read, keeping what
-// the controller reads (those labels and annotations, owner, parallelism,
-// completions, completionMode, suspend, backoff limits, status; a pod
-// failure policy becomes a marker of its presence). A Job that is edited is
-// read from the API server first (resumeJob).
+// trimObject is the informer transform: it drops managed fields everywhere,
+// interns the strings that objects repeat, and caches a Job in its compact
+// form (jobcache.Job), with only the labels and annotations that are read.
+// A Job that is edited is read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
+	return cacheStrings.trim(obj)
+}
+
+// cacheStrings interns the strings of every cached object.
+var cacheStrings = newInterner(internerSize)
+
+func (in *interner) trim(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m := acc.GetObjectMeta(); m != nil {
 			m.SetManagedFields(nil)
@@ -72,20 +80,40 @@ func trimObject(obj interface{}) (interface{}, error) {
 	}
 	switch o := obj.(type) {
 	case *batchv1.Job:
-		o.Labels = keepOnly(o.Labels, jobLabelsRead)
-		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead)
-		o.Spec.Template = corev1.PodTemplateSpec{}
-		o.Spec.Selector = nil
-		if o.Spec.PodFailurePolicy != nil {
-			o.Spec.PodFailurePolicy = hasPodFailurePolicy
-		}
-		o.Spec.SuccessPolicy = nil
+		in.meta(&o.ObjectMeta)
+		o.Labels = keepOnly(o.Labels, jobLabelsRead, in)
+		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead, in)
+		in.jobConditions(o.Status.Conditions)
+		o.Spec.CompletionMode = sharedCompletionMode(o.Spec.CompletionMode)
+		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
+		return jobcache.Compact(o), nil
 	case *corev1.Service:
 		// Only its existence and owner are read.
+		in.meta(&o.ObjectMeta)
 		o.Spec = corev1.ServiceSpec{}
 		o.Status = corev1.ServiceStatus{}
 	}
 	return obj, nil
+}
+
+// meta interns the namespace, the labels and the owner references.
+func (in *interner) meta(m *metav1.ObjectMeta) {
+	m.Namespace = in.get(m.Namespace)
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind, r.Name = in.get(r.APIVersion), in.get(r.Kind), in.get(r.Name)
+		r.UID = types.UID(in.get(string(r.UID)))
+		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
+	}
+}
+
+func (in *interner) jobConditions(conds []batchv1.JobCondition) {
+	for i := range conds {
+		c := &conds[i]
+		c.Type = batchv1.JobConditionType(in.get(string(c.Type)))
+		c.Status = corev1.ConditionStatus(in.get(string(c.Status)))
+		c.Reason, c.Message = in.get(c.Reason), in.get(c.Message)
+	}
 }
 
 // Factories holds the informer factories the controller needs.
