@@ -6,6 +6,8 @@
 package jobcache
 
 import (
+	"sort"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,11 +17,53 @@ import (
 
 // Job is a cached child Job. Through its metadata it implements
 // metav1.Object, so that the informer's key and index functions apply.
+// Its labels and annotations are held as pairs (a map of a few entries
+// takes 336 bytes): the embedded ObjectMeta's Labels and Annotations are
+// nil, and GetLabels and GetAnnotations build them.
 type Job struct {
 	metav1.ObjectMeta
-	Spec   Spec
-	Status Status
+	labels, annotations []pair
+	Spec                Spec
+	Status              Status
 }
+
+type pair struct{ key, value string }
+
+func pairsOf(m map[string]string) []pair {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]pair, 0, len(m))
+	for k, v := range m {
+		out = append(out, pair{k, v})
+	}
+	// In key order, so that a cached Job does not depend on map order.
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+func mapOf(pairs []pair) map[string]string {
+	if pairs == nil {
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		out[p.key] = p.value
+	}
+	return out
+}
+
+// GetLabels returns a new map of the labels.
+func (j *Job) GetLabels() map[string]string { return mapOf(j.labels) }
+
+// SetLabels sets the labels.
+func (j *Job) SetLabels(m map[string]string) { j.labels = pairsOf(m) }
+
+// GetAnnotations returns a new map of the annotations.
+func (j *Job) GetAnnotations() map[string]string { return mapOf(j.annotations) }
+
+// SetAnnotations sets the annotations.
+func (j *Job) SetAnnotations(m map[string]string) { j.annotations = pairsOf(m) }
 
 // Spec holds the fields of a Job's spec that are read from the cache.
 type Spec struct {
@@ -63,10 +107,10 @@ func Compact(job *batchv1.Job) *Job {
 			ResourceVersion:   job.ResourceVersion,
 			CreationTimestamp: job.CreationTimestamp,
 			DeletionTimestamp: job.DeletionTimestamp,
-			Labels:            job.Labels,
-			Annotations:       job.Annotations,
 			OwnerReferences:   job.OwnerReferences,
 		},
+		labels:      pairsOf(job.Labels),
+		annotations: pairsOf(job.Annotations),
 		Spec: Spec{
 			Parallelism:          s.Parallelism,
 			Completions:          s.Completions,
@@ -87,9 +131,9 @@ func Compact(job *batchv1.Job) *Job {
 	}
 }
 
-// Job returns the cached Job as a batchv1.Job. It shares the cache's
-// maps, slices and pointers: like any cached object, it must not be
-// changed.
+// Job returns the cached Job as a batchv1.Job. Its labels and annotations
+// are new maps; it shares the cache's other slices and pointers: like any
+// cached object, it must not be changed.
 func (j *Job) Job() *batchv1.Job {
 	out := &batchv1.Job{
 		ObjectMeta: j.ObjectMeta,
@@ -110,6 +154,7 @@ func (j *Job) Job() *batchv1.Job {
 			Ready:      j.Status.Ready,
 		},
 	}
+	out.Labels, out.Annotations = j.GetLabels(), j.GetAnnotations()
 	if j.Spec.HasPodFailurePolicy {
 		out.Spec.PodFailurePolicy = PodFailurePolicy
 	}
