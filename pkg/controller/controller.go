@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -102,6 +103,9 @@ type Controller struct {
 	pvcLister  corelisters.PersistentVolumeClaimLister
 	pcLister   schedulinglisters.PriorityClassLister
 	synced     []cache.InformerSynced
+	// revData holds the data of the revisions read from the API server
+	// (revisionData), by UID.
+	revData sync.Map
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
@@ -206,7 +210,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { c.forgetRevisionData(o); observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}

@@ -3,10 +3,12 @@ package controller
 import (
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -44,6 +46,9 @@ var (
 		jobset.ExclusiveKey: true, jobset.NodeSelectorStrategyKey: true, jobset.TopologyDomainKey: true,
 	}
 )
+
+// revisionLabelsRead: a revision's JobSet label is its index (byJobSet).
+var revisionLabelsRead = map[string]bool{jobset.JobSetNameKey: true}
 
 // keepOnly returns the entries of m whose keys are in keep (nil when
 // none), with the keys of keep (a decoded key is an allocation of its own)
@@ -88,10 +93,20 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
 		return jobcache.Compact(o), nil
 	case *corev1.Service:
-		// Only its existence and owner are read.
+		// Only its existence and owner are read, and its JobSet label
+		// when it has no controller (keyForChild).
 		in.meta(&o.ObjectMeta)
 		o.Spec = corev1.ServiceSpec{}
 		o.Status = corev1.ServiceStatus{}
+		if metav1.GetControllerOf(o) != nil {
+			o.Labels = nil
+		}
+	case *appsv1.ControllerRevision:
+		// The data (the templates) is read only while an update is
+		// pending, from the API server (revisionData).
+		in.meta(&o.ObjectMeta)
+		o.Labels = keepOnly(o.Labels, revisionLabelsRead, in)
+		o.Data = runtime.RawExtension{}
 	}
 	return obj, nil
 }
