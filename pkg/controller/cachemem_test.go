@@ -71,7 +71,9 @@ func runningJob(j *batchv1.Job) {
 		j.Spec.Template.Labels[k] = v
 	}
 	j.Spec.Parallelism, j.Spec.Completions, j.Spec.BackoffLimit = ptr.To[int32](1), ptr.To[int32](1), ptr.To[int32](6)
-	j.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+	if j.Spec.CompletionMode == nil {
+		j.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
+	}
 	j.Spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed)
 	j.Spec.ManualSelector = ptr.To(false)
 	start := metav1.NewTime(t0)

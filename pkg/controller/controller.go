@@ -410,16 +410,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return c.reconcile(ctx, key, js, c.withEarlyFailures(owned))
 }
 
-// byJobSet indexes children by namespace/jobset-name label.
+// byJobSet indexes children by the JobSet they belong to (keyForChild):
+// their controlling JobSet, else their jobset-name label.
 const byJobSet = "jobset"
 
 func indexByJobSet(obj interface{}) ([]string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, nil
-	}
-	if name := m.GetLabels()[jobset.JobSetNameKey]; name != "" {
-		return []string{m.GetNamespace() + "/" + name}, nil
+	if key, ok := keyForChild(obj); ok {
+		return []string{key}, nil
 	}
 	return nil, nil
 }

@@ -12,6 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -46,9 +50,6 @@ var (
 		jobset.ExclusiveKey: true, jobset.NodeSelectorStrategyKey: true, jobset.TopologyDomainKey: true,
 	}
 )
-
-// revisionLabelsRead: a revision's JobSet label is its index (byJobSet).
-var revisionLabelsRead = map[string]bool{jobset.JobSetNameKey: true}
 
 // keepOnly returns the entries of m whose keys are in keep (nil when
 // none), with the keys of keep (a decoded key is an allocation of its own)
@@ -103,9 +104,12 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		}
 	case *appsv1.ControllerRevision:
 		// The data (the templates) is read only while an update is
-		// pending, from the API server (revisionData).
+		// pending, from the API server (revisionData). Like a Service's,
+		// its labels are read only when it has no controller.
 		in.meta(&o.ObjectMeta)
-		o.Labels = keepOnly(o.Labels, revisionLabelsRead, in)
+		if metav1.GetControllerOf(o) != nil {
+			o.Labels = nil
+		}
 		o.Data = runtime.RawExtension{}
 	}
 	return obj, nil
@@ -148,18 +152,38 @@ type Factories struct {
 // NewFactories builds label-filtered, trimmed informer factories.
 func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
 	sel := childSelector()
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
 	pods, nodes := placement.Factories(kube, resync)
+	children := informers.NewSharedInformerFactoryWithOptions(kube, resync,
+		informers.WithTweakListOptions(tweak), informers.WithTransform(trimObject))
+	withoutNamespaceIndex(children, tweak)
 	return Factories{
 		PlacedPods:  pods,
 		Nodes:       nodes,
 		InPlacePods: inPlacePodsFactory(kube, resync),
 		FailedPods:  failedPodsFactory(kube, resync),
-		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-			informers.WithTransform(trimObject)),
+		Kube:        children,
 		JobSet: jsinformers.NewSharedInformerFactoryWithOptions(js, resync,
 			jsinformers.WithTransform(trimObject)),
 	}
+}
+
+// withoutNamespaceIndex makes the factory's Jobs, Services and revisions
+// informers keep no namespace index (tens of bytes per object): they are
+// read by key and through the byJobSet index, never listed by namespace.
+func withoutNamespaceIndex(f informers.SharedInformerFactory, tweak internalinterfaces.TweakListOptionsFunc) {
+	opts := func(resync time.Duration) internalinterfaces.InformerOptions {
+		return internalinterfaces.InformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, InformerName: f.InformerName(), TweakListOptions: tweak}
+	}
+	f.InformerFor(&batchv1.Job{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return batchinformers.NewTypedJobInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
+	f.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewTypedServiceInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
+	f.InformerFor(&appsv1.ControllerRevision{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return appsinformers.NewTypedControllerRevisionInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
 }
 
 // Start starts the factories' informers.

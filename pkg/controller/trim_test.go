@@ -119,11 +119,12 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	fullForeignSvc, wantForeignSvc := svc(false)
 
 	fullRev := &appsv1.ControllerRevision{ObjectMeta: fullMeta(now, owner), Data: runtime.RawExtension{Raw: []byte(`{"replicatedJobs":[]}`)}, Revision: 3}
-	// Read: metadata (its JobSet label is its index), the revision number;
-	// the data only while an update is pending, from the API server.
+	// Read: metadata but the labels (it has a controller), the revision
+	// number; the data only while an update is pending, from the API
+	// server.
 	wantRev := &appsv1.ControllerRevision{ObjectMeta: *fullRev.ObjectMeta.DeepCopy(), Revision: 3}
 	wantRev.ManagedFields = nil
-	wantRev.Labels = map[string]string{jobset.JobSetNameKey: "js"}
+	wantRev.Labels = nil
 
 	// A JobSet is kept whole but for its managed fields: the controller
 	// builds its Jobs from the spec.
