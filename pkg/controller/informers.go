@@ -51,6 +51,16 @@ var (
 	}
 )
 
+// jobSetAnnotationsRead are the annotations of a JobSet that are read:
+// the availability state, migration and exclusive placement.
+var jobSetAnnotationsRead = func() map[string]bool {
+	m := map[string]bool{jobset.MigratingKey: true, jobset.ExclusiveKey: true, jobset.NodeSelectorStrategyKey: true}
+	for _, k := range availabilityKeys {
+		m[k] = true
+	}
+	return m
+}()
+
 // keepOnly returns the entries of m whose keys are in keep (nil when
 // none), with the keys of keep (a decoded key is an allocation of its own)
 // and the values interned.
@@ -59,7 +69,7 @@ func keepOnly(m map[string]string, keep map[string]bool, in *interner) map[strin
 	for k := range keep {
 		if v, ok := m[k]; ok {
 			if out == nil {
-				out = make(map[string]string, len(keep))
+				out = make(map[string]string, min(len(m), len(keep)))
 			}
 			out[k] = in.get(v)
 		}
@@ -102,6 +112,15 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		if metav1.GetControllerOf(o) != nil {
 			o.Labels = nil
 		}
+	case *jobset.JobSet:
+		// The controller builds its Jobs from the whole spec. Its labels
+		// are never read, and of its annotations only those of
+		// jobSetAnnotationsRead (kubectl apply's last-applied
+		// configuration alone would double a cached JobSet).
+		in.meta(&o.ObjectMeta)
+		o.Labels = nil
+		o.Annotations = keepOnly(o.Annotations, jobSetAnnotationsRead, in)
+		in.jobSet(o)
 	case *appsv1.ControllerRevision:
 		// The data (the templates) is read only while an update is
 		// pending, from the API server (revisionData). Like a Service's,
@@ -123,6 +142,31 @@ func (in *interner) meta(m *metav1.ObjectMeta) {
 		r.APIVersion, r.Kind, r.Name = in.get(r.APIVersion), in.get(r.Kind), in.get(r.Name)
 		r.UID = types.UID(in.get(string(r.UID)))
 		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
+	}
+}
+
+// jobSet interns the strings of a JobSet that others repeat.
+func (in *interner) jobSet(js *jobset.JobSet) {
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		rj.Name, rj.GroupName = in.get(rj.Name), in.get(rj.GroupName)
+		pod := &rj.Template.Spec.Template.Spec
+		for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+			for j := range cs {
+				cs[j].Name, cs[j].Image = in.get(cs[j].Name), in.get(cs[j].Image)
+			}
+		}
+	}
+	st := &js.Status
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Reason, c.Message = in.get(c.Type), in.get(c.Reason), in.get(c.Message)
+		c.Status = metav1.ConditionStatus(in.get(string(c.Status)))
+	}
+	st.CurrentRevision, st.UpdateRevision = in.get(st.CurrentRevision), in.get(st.UpdateRevision)
+	st.TerminalState = in.get(st.TerminalState)
+	for i := range st.ReplicatedJobsStatus {
+		st.ReplicatedJobsStatus[i].Name = in.get(st.ReplicatedJobsStatus[i].Name)
 	}
 }
 

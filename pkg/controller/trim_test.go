@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
@@ -126,12 +127,20 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	wantRev.ManagedFields = nil
 	wantRev.Labels = nil
 
-	// A JobSet is kept whole but for its managed fields: the controller
-	// builds its Jobs from the spec.
+	// A JobSet is kept whole but for its managed fields, labels and the
+	// annotations not read: the controller builds its Jobs from the spec.
 	fullJS := newJobSet("js", func(js *jobset.JobSet) { js.ObjectMeta = fullMeta(now, owner) })
+	fullJS.Annotations[jobsetapi.AvailableSinceAnnotation] = "2026-01-02T03:04:05.000Z"
+	fullJS.Annotations[jobsetapi.UptimeSecondsAnnotation] = "1.000"
+	fullJS.Annotations[jobset.MigratingKey] = "old"
+	fullJS.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
 	fullJS.Status.Restarts = 2
 	wantJS := fullJS.DeepCopy()
-	wantJS.ManagedFields = nil
+	wantJS.ManagedFields, wantJS.Labels = nil, nil
+	wantJS.Annotations = map[string]string{
+		jobsetapi.AvailableSinceAnnotation: "2026-01-02T03:04:05.000Z", jobsetapi.UptimeSecondsAnnotation: "1.000",
+		jobset.MigratingKey: "old", jobset.ExclusiveKey: "rack", jobset.NodeSelectorStrategyKey: "",
+	}
 
 	cases := []struct {
 		name       string
