@@ -99,10 +99,11 @@ type Controller struct {
 	// jobs and revs index the child Jobs and ControllerRevisions by their
 	// JobSet (byJobSet), so that a sync does not scan its namespace.
 	jobs, revs cache.Indexer
-	svcLister  corelisters.ServiceLister
-	pvcLister  corelisters.PersistentVolumeClaimLister
-	pcLister   schedulinglisters.PriorityClassLister
-	synced     []cache.InformerSynced
+	// svcs holds the Services as metadata (metav1.PartialObjectMetadata).
+	svcs      cache.Indexer
+	pvcLister corelisters.PersistentVolumeClaimLister
+	pcLister  schedulinglisters.PriorityClassLister
+	synced    []cache.InformerSynced
 	// revData holds the data of the revisions read from the API server
 	// (revisionData), by UID.
 	revData sync.Map
@@ -152,7 +153,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
 	revInf := f.Kube.Apps().V1().ControllerRevisions()
 	c.jsLister = jsInf.Lister()
-	c.svcLister = svcInf.Lister()
+	c.svcs = svcInf.Informer().GetIndexer()
 	c.pvcLister = pvcInf.Lister()
 	for _, inf := range []cache.SharedIndexInformer{jobInf.Informer(), revInf.Informer()} {
 		if err := inf.AddIndexers(cache.Indexers{byJobSet: indexByJobSet}); err != nil {

@@ -100,18 +100,17 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		o.Labels = keepOnly(o.Labels, jobLabelsRead, in)
 		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead, in)
 		in.jobConditions(o.Status.Conditions)
-		o.Spec.CompletionMode = sharedCompletionMode(o.Spec.CompletionMode)
 		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
 		return jobcache.Compact(o), nil
 	case *corev1.Service:
 		// Only its existence and owner are read, and its JobSet label
-		// when it has no controller (keyForChild).
+		// when it has no controller (keyForChild): it is cached as its
+		// metadata.
 		in.meta(&o.ObjectMeta)
-		o.Spec = corev1.ServiceSpec{}
-		o.Status = corev1.ServiceStatus{}
 		if metav1.GetControllerOf(o) != nil {
 			o.Labels = nil
 		}
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: o.ObjectMeta}, nil
 	case *jobset.JobSet:
 		// The controller builds its Jobs from the whole spec. Its labels
 		// are never read, and of its annotations only those of

@@ -1,10 +1,6 @@
 package controller
 
-import (
-	"sync"
-
-	batchv1 "k8s.io/api/batch/v1"
-)
+import "sync"
 
 // internerSize bounds the strings an interner holds: a few hundred
 // kilobytes at most.
@@ -45,10 +41,7 @@ func (in *interner) get(s string) string {
 
 // Shared values of pointer fields: the cache's objects are never changed
 // (readers copy before they edit), so Jobs can point at one true.
-var (
-	sharedTrue, sharedFalse         = true, false
-	sharedIndexed, sharedNonIndexed = batchv1.IndexedCompletion, batchv1.NonIndexedCompletion
-)
+var sharedTrue, sharedFalse = true, false
 
 func sharedBool(b *bool) *bool {
 	switch {
@@ -59,16 +52,4 @@ func sharedBool(b *bool) *bool {
 	default:
 		return &sharedFalse
 	}
-}
-
-func sharedCompletionMode(m *batchv1.CompletionMode) *batchv1.CompletionMode {
-	switch {
-	case m == nil:
-		return nil
-	case *m == batchv1.IndexedCompletion:
-		return &sharedIndexed
-	case *m == batchv1.NonIndexedCompletion:
-		return &sharedNonIndexed
-	}
-	return m
 }

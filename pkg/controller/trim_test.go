@@ -75,9 +75,8 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 	}
 	// Read: identity, creation and deletion times, the owner, the labels
 	// and annotations of jobLabelsRead and jobAnnotationsRead; of the spec
-	// the sizes, backoff limits, completion mode, suspend, managedBy and
-	// whether there is a pod failure policy; of the status the conditions
-	// and pod counts.
+	// the sizes, backoff limits, suspend, managedBy and whether there is a
+	// pod failure policy; of the status the conditions and pod counts.
 	wantJob := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "x", Namespace: ns, UID: "x-uid", ResourceVersion: "7", CreationTimestamp: now, DeletionTimestamp: &now,
@@ -94,12 +93,12 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](3), PodFailurePolicy: hasPodFailurePolicy,
 			BackoffLimit: ptr.To[int32](5), BackoffLimitPerIndex: ptr.To[int32](1),
-			CompletionMode: ptr.To(batchv1.IndexedCompletion), Suspend: ptr.To(true), ManagedBy: ptr.To("example.com/other"),
+			Suspend: ptr.To(true), ManagedBy: ptr.To("example.com/other"),
 		},
 		Status: batchv1.JobStatus{Conditions: conditions, Active: 1, Succeeded: 2, Failed: 3, Ready: ptr.To[int32](5)},
 	}
 
-	svc := func(controlled bool) (full, want *corev1.Service) {
+	svc := func(controlled bool) (full *corev1.Service, want *metav1.PartialObjectMetadata) {
 		m := fullMeta(now, owner)
 		if !controlled {
 			m.OwnerReferences = nil
@@ -109,7 +108,7 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 			Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{Type: "t"}}}}
 		// Read: its existence, its owner, and its JobSet label when it has
 		// no controller (keyForChild).
-		want = &corev1.Service{ObjectMeta: *m.DeepCopy()}
+		want = &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: *m.DeepCopy()}
 		want.ManagedFields = nil
 		if controlled {
 			want.Labels = nil

@@ -65,11 +65,13 @@ func (j *Job) GetAnnotations() map[string]string { return mapOf(j.annotations) }
 // SetAnnotations sets the annotations.
 func (j *Job) SetAnnotations(m map[string]string) { j.annotations = pairsOf(m) }
 
-// Spec holds the fields of a Job's spec that are read from the cache.
+// Spec holds the fields of a Job's spec that are read from the cache. Not
+// read: the completion mode (placement.GateJob reads it of Jobs being
+// built), the pod template, the selector, the policies but whether there
+// is a pod failure policy, the deadlines, TTL and replacement policy.
 type Spec struct {
 	Parallelism, Completions           *int32
 	BackoffLimit, BackoffLimitPerIndex *int32
-	CompletionMode                     *batchv1.CompletionMode
 	Suspend                            *bool
 	ManagedBy                          *string
 	// HasPodFailurePolicy: only whether the Job has a pod failure policy
@@ -116,7 +118,6 @@ func Compact(job *batchv1.Job) *Job {
 			Completions:          s.Completions,
 			BackoffLimit:         s.BackoffLimit,
 			BackoffLimitPerIndex: s.BackoffLimitPerIndex,
-			CompletionMode:       s.CompletionMode,
 			Suspend:              s.Suspend,
 			ManagedBy:            s.ManagedBy,
 			HasPodFailurePolicy:  s.PodFailurePolicy != nil,
@@ -142,7 +143,6 @@ func (j *Job) Job() *batchv1.Job {
 			Completions:          j.Spec.Completions,
 			BackoffLimit:         j.Spec.BackoffLimit,
 			BackoffLimitPerIndex: j.Spec.BackoffLimitPerIndex,
-			CompletionMode:       j.Spec.CompletionMode,
 			Suspend:              j.Spec.Suspend,
 			ManagedBy:            j.Spec.ManagedBy,
 		},
