@@ -3,6 +3,7 @@ package controller
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -171,5 +172,21 @@ func TestTrimKeepsWhatIsRead(t *testing.T) {
 				t.Errorf("cached\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestInternerIsBounded(t *testing.T) {
+	in := newInterner(2)
+	a := in.get(string([]byte("namespace")))
+	if b := in.get(string([]byte("namespace"))); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Fatal("an equal string is not shared")
+	}
+	in.get("x")
+	in.get("y") // full: forgets everything
+	if len(in.m) != 1 {
+		t.Fatalf("interner holds %d strings, size 2", len(in.m))
+	}
+	if in.get("") != "" || len(in.m) != 1 {
+		t.Fatal("the empty string is interned")
 	}
 }
