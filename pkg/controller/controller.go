@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -49,6 +50,7 @@ import (
 	"k8s.io/utils/clock"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
@@ -97,10 +99,14 @@ type Controller struct {
 	// jobs and revs index the child Jobs and ControllerRevisions by their
 	// JobSet (byJobSet), so that a sync does not scan its namespace.
 	jobs, revs cache.Indexer
-	svcLister  corelisters.ServiceLister
-	pvcLister  corelisters.PersistentVolumeClaimLister
-	pcLister   schedulinglisters.PriorityClassLister
-	synced     []cache.InformerSynced
+	// svcs holds the Services as metadata (metav1.PartialObjectMetadata).
+	svcs      cache.Indexer
+	pvcLister corelisters.PersistentVolumeClaimLister
+	pcLister  schedulinglisters.PriorityClassLister
+	synced    []cache.InformerSynced
+	// revData holds the data of the revisions read from the API server
+	// (revisionData), by UID.
+	revData sync.Map
 
 	queue       workqueue.TypedRateLimitingInterface[string]
 	recorder    events.EventRecorder
@@ -147,7 +153,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
 	revInf := f.Kube.Apps().V1().ControllerRevisions()
 	c.jsLister = jsInf.Lister()
-	c.svcLister = svcInf.Lister()
+	c.svcs = svcInf.Informer().GetIndexer()
 	c.pvcLister = pvcInf.Lister()
 	for _, inf := range []cache.SharedIndexInformer{jobInf.Informer(), revInf.Informer()} {
 		if err := inf.AddIndexers(cache.Indexers{byJobSet: indexByJobSet}); err != nil {
@@ -180,9 +186,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o interface{}) { c.observeJob(o, false); c.enqueueOwner(o) },
 		UpdateFunc: func(o, n interface{}) {
-			oj, ok1 := o.(*batchv1.Job)
-			nj, ok2 := n.(*batchv1.Job)
-			if ok1 && ok2 && oj.ResourceVersion != "" && oj.ResourceVersion == nj.ResourceVersion {
+			om, ok1 := o.(metav1.Object)
+			nm, ok2 := n.(metav1.Object)
+			if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
 				return
 			}
 			c.observeJob(n, false)
@@ -205,7 +211,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if _, err := revInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 		UpdateFunc: child.UpdateFunc,
-		DeleteFunc: func(o interface{}) { observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
+		DeleteFunc: func(o interface{}) { c.forgetRevisionData(o); observeCreated(c.exp.revisions, o); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
 	}
@@ -282,10 +288,7 @@ func (c *Controller) enqueueOwner(obj interface{}) {
 
 // observeJob feeds Job events to the expectations.
 func (c *Controller) observeJob(obj interface{}, deleted bool) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	job, ok := obj.(*batchv1.Job)
+	job, ok := jobcache.Of(obj)
 	if !ok {
 		return
 	}
@@ -408,16 +411,13 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	return c.reconcile(ctx, key, js, c.withEarlyFailures(owned))
 }
 
-// byJobSet indexes children by namespace/jobset-name label.
+// byJobSet indexes children by the JobSet they belong to (keyForChild):
+// their controlling JobSet, else their jobset-name label.
 const byJobSet = "jobset"
 
 func indexByJobSet(obj interface{}) ([]string, error) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return nil, nil
-	}
-	if name := m.GetLabels()[jobset.JobSetNameKey]; name != "" {
-		return []string{m.GetNamespace() + "/" + name}, nil
+	if key, ok := keyForChild(obj); ok {
+		return []string{key}, nil
 	}
 	return nil, nil
 }
@@ -430,7 +430,7 @@ func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, erro
 	}
 	out := make(map[string]*batchv1.Job, len(list))
 	for _, o := range list {
-		if j, ok := o.(*batchv1.Job); ok && isOwnedBy(j.OwnerReferences, js) {
+		if j, ok := jobcache.Of(o); ok && isOwnedBy(j.OwnerReferences, js) {
 			out[j.Name] = j
 		}
 	}

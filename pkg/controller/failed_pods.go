@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 // messageBackoffLimitExceeded is the Job controller's message for the
@@ -49,7 +50,7 @@ const jobControllerName = "kubernetes.io/job-controller"
 
 // hasPodFailurePolicy stands in the Job cache for a pod failure policy,
 // whose rules are not kept: only whether the Job has one is read.
-var hasPodFailurePolicy = &batchv1.PodFailurePolicy{}
+var hasPodFailurePolicy = jobcache.PodFailurePolicy
 
 // byOwnerJob indexes failed pods by the UID of the Job that controls them.
 const byOwnerJob = "ownerJob"
@@ -83,13 +84,14 @@ func trimFailedPod(obj interface{}) (interface{}, error) {
 			UID:               p.UID,
 			ResourceVersion:   p.ResourceVersion,
 			DeletionTimestamp: p.DeletionTimestamp,
-			Labels:            keepOnly(p.Labels, failedPodLabelsRead),
+			Labels:            keepOnly(p.Labels, failedPodLabelsRead, cacheStrings),
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
+	cacheStrings.meta(&out.ObjectMeta)
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 func TestEarlyFailure(t *testing.T) {
@@ -76,7 +77,7 @@ func TestEarlyFailure(t *testing.T) {
 func TestTrimFailedPodKeepsPodFailurePolicyMarker(t *testing.T) {
 	j := &batchv1.Job{Spec: batchv1.JobSpec{PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore}}}}}
 	out, _ := trimObject(j)
-	if out.(*batchv1.Job).Spec.PodFailurePolicy == nil {
+	if cached, _ := jobcache.Of(out); cached.Spec.PodFailurePolicy == nil {
 		t.Fatal("the Job cache lost the presence of the pod failure policy")
 	}
 }

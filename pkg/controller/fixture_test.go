@@ -65,7 +65,7 @@ func newJobSet(name string, mods ...func(*jobset.JobSet)) *jobset.JobSet {
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	kube  *kfake.Clientset
 	jsc   *jsfake.Clientset
@@ -75,7 +75,7 @@ type fixture struct {
 	rec   *events.FakeRecorder
 }
 
-func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
+func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 	t.Helper()
 	var kubeObjs, jsObjs []runtime.Object
 	for _, o := range objs {
@@ -117,27 +117,21 @@ func (fx *fixture) refresh() {
 	}
 	var items []interface{}
 	for i := range jsl.Items {
-		items = append(items, &jsl.Items[i])
+		items = append(items, fx.trimmed(&jsl.Items[i]))
 	}
 	replace(fx.f.JobSet.Jobset().V1alpha2().JobSets().Informer(), items)
 
 	jl, _ := fx.kube.BatchV1().Jobs("").List(fx.ctx, metav1.ListOptions{})
 	items = nil
 	for i := range jl.Items {
-		// Trimmed as the informer's transform does: a sync must not read
-		// what the cache does not hold.
-		trimmed, err := trimObject(&jl.Items[i])
-		if err != nil {
-			fx.t.Fatal(err)
-		}
-		items = append(items, trimmed)
+		items = append(items, fx.trimmed(&jl.Items[i]))
 	}
 	replace(fx.f.Kube.Batch().V1().Jobs().Informer(), items)
 
 	sl, _ := fx.kube.CoreV1().Services("").List(fx.ctx, metav1.ListOptions{})
 	items = nil
 	for i := range sl.Items {
-		items = append(items, &sl.Items[i])
+		items = append(items, fx.trimmed(&sl.Items[i]))
 		observeCreated(fx.c.exp.services, &sl.Items[i]) // as the informer's handler does
 	}
 	replace(fx.f.Kube.Core().V1().Services().Informer(), items)
@@ -152,7 +146,7 @@ func (fx *fixture) refresh() {
 	rl, _ := fx.kube.AppsV1().ControllerRevisions("").List(fx.ctx, metav1.ListOptions{})
 	items = nil
 	for i := range rl.Items {
-		items = append(items, &rl.Items[i])
+		items = append(items, fx.trimmed(&rl.Items[i]))
 	}
 	replace(fx.f.Kube.Apps().V1().ControllerRevisions().Informer(), items)
 
@@ -170,6 +164,17 @@ func (fx *fixture) refresh() {
 		}
 	}
 	replace(fx.f.FailedPods.Core().V1().Pods().Informer(), items)
+}
+
+// trimmed is obj as the informers' transform caches it: a sync must not
+// read what the cache does not hold.
+func (fx *fixture) trimmed(obj interface{}) interface{} {
+	fx.t.Helper()
+	out, err := trimObject(obj)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return out
 }
 
 // sync refreshes the caches and syncs one JobSet.

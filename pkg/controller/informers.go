@@ -3,16 +3,24 @@ package controller
 import (
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
@@ -43,28 +51,44 @@ var (
 	}
 )
 
-// keepOnly returns the entries of m whose keys are in keep (nil when none).
-func keepOnly(m map[string]string, keep map[string]bool) map[string]string {
+// jobSetAnnotationsRead are the annotations of a JobSet that are read:
+// the availability state, migration and exclusive placement.
+var jobSetAnnotationsRead = func() map[string]bool {
+	m := map[string]bool{jobset.MigratingKey: true, jobset.ExclusiveKey: true, jobset.NodeSelectorStrategyKey: true}
+	for _, k := range availabilityKeys {
+		m[k] = true
+	}
+	return m
+}()
+
+// keepOnly returns the entries of m whose keys are in keep (nil when
+// none), with the keys of keep (a decoded key is an allocation of its own)
+// and the values interned.
+func keepOnly(m map[string]string, keep map[string]bool, in *interner) map[string]string {
 	var out map[string]string
-	for k, v := range m {
-		if keep[k] {
+	for k := range keep {
+		if v, ok := m[k]; ok {
 			if out == nil {
-				out = make(map[string]string, len(keep))
+				out = make(map[string]string, min(len(m), len(keep)))
 			}
-			out[k] = v
+			out[k] = in.get(v)
 		}
 	}
 	return out
 }
 
-// trimObject is the informer transform: it drops managed fields everywhere
-// and, of Jobs, the pod template, the selector, the pod failure and
-// success policies and every label and annotation not read, keeping what
-// the controller reads (those labels and annotations, owner, parallelism,
-// completions, completionMode, suspend, backoff limits, status; a pod
-// failure policy becomes a marker of its presence). A Job that is edited is
-// read from the API server first (resumeJob).
+// trimObject is the informer transform: it drops managed fields everywhere,
+// interns the strings that objects repeat, and caches a Job in its compact
+// form (jobcache.Job), with only the labels and annotations that are read.
+// A Job that is edited is read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
+	return cacheStrings.trim(obj)
+}
+
+// cacheStrings interns the strings of every cached object.
+var cacheStrings = newInterner(internerSize)
+
+func (in *interner) trim(obj interface{}) (interface{}, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m := acc.GetObjectMeta(); m != nil {
 			m.SetManagedFields(nil)
@@ -72,20 +96,86 @@ func trimObject(obj interface{}) (interface{}, error) {
 	}
 	switch o := obj.(type) {
 	case *batchv1.Job:
-		o.Labels = keepOnly(o.Labels, jobLabelsRead)
-		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead)
-		o.Spec.Template = corev1.PodTemplateSpec{}
-		o.Spec.Selector = nil
-		if o.Spec.PodFailurePolicy != nil {
-			o.Spec.PodFailurePolicy = hasPodFailurePolicy
-		}
-		o.Spec.SuccessPolicy = nil
+		in.meta(&o.ObjectMeta)
+		o.Labels = keepOnly(o.Labels, jobLabelsRead, in)
+		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead, in)
+		in.jobConditions(o.Status.Conditions)
+		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
+		return jobcache.Compact(o), nil
 	case *corev1.Service:
-		// Only its existence and owner are read.
-		o.Spec = corev1.ServiceSpec{}
-		o.Status = corev1.ServiceStatus{}
+		// Only its existence and owner are read, and its JobSet label
+		// when it has no controller (keyForChild): it is cached as its
+		// metadata.
+		in.meta(&o.ObjectMeta)
+		if metav1.GetControllerOf(o) != nil {
+			o.Labels = nil
+		}
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: o.ObjectMeta}, nil
+	case *jobset.JobSet:
+		// The controller builds its Jobs from the whole spec. Its labels
+		// are never read, and of its annotations only those of
+		// jobSetAnnotationsRead (kubectl apply's last-applied
+		// configuration alone would double a cached JobSet).
+		in.meta(&o.ObjectMeta)
+		o.Labels = nil
+		o.Annotations = keepOnly(o.Annotations, jobSetAnnotationsRead, in)
+		in.jobSet(o)
+	case *appsv1.ControllerRevision:
+		// The data (the templates) is read only while an update is
+		// pending, from the API server (revisionData). Like a Service's,
+		// its labels are read only when it has no controller.
+		in.meta(&o.ObjectMeta)
+		if metav1.GetControllerOf(o) != nil {
+			o.Labels = nil
+		}
+		o.Data = runtime.RawExtension{}
 	}
 	return obj, nil
+}
+
+// meta interns the namespace, the labels and the owner references.
+func (in *interner) meta(m *metav1.ObjectMeta) {
+	m.Namespace = in.get(m.Namespace)
+	for i := range m.OwnerReferences {
+		r := &m.OwnerReferences[i]
+		r.APIVersion, r.Kind, r.Name = in.get(r.APIVersion), in.get(r.Kind), in.get(r.Name)
+		r.UID = types.UID(in.get(string(r.UID)))
+		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
+	}
+}
+
+// jobSet interns the strings of a JobSet that others repeat.
+func (in *interner) jobSet(js *jobset.JobSet) {
+	for i := range js.Spec.ReplicatedJobs {
+		rj := &js.Spec.ReplicatedJobs[i]
+		rj.Name, rj.GroupName = in.get(rj.Name), in.get(rj.GroupName)
+		pod := &rj.Template.Spec.Template.Spec
+		for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+			for j := range cs {
+				cs[j].Name, cs[j].Image = in.get(cs[j].Name), in.get(cs[j].Image)
+			}
+		}
+	}
+	st := &js.Status
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Reason, c.Message = in.get(c.Type), in.get(c.Reason), in.get(c.Message)
+		c.Status = metav1.ConditionStatus(in.get(string(c.Status)))
+	}
+	st.CurrentRevision, st.UpdateRevision = in.get(st.CurrentRevision), in.get(st.UpdateRevision)
+	st.TerminalState = in.get(st.TerminalState)
+	for i := range st.ReplicatedJobsStatus {
+		st.ReplicatedJobsStatus[i].Name = in.get(st.ReplicatedJobsStatus[i].Name)
+	}
+}
+
+func (in *interner) jobConditions(conds []batchv1.JobCondition) {
+	for i := range conds {
+		c := &conds[i]
+		c.Type = batchv1.JobConditionType(in.get(string(c.Type)))
+		c.Status = corev1.ConditionStatus(in.get(string(c.Status)))
+		c.Reason, c.Message = in.get(c.Reason), in.get(c.Message)
+	}
 }
 
 // Factories holds the informer factories the controller needs.
@@ -105,18 +195,38 @@ type Factories struct {
 // NewFactories builds label-filtered, trimmed informer factories.
 func NewFactories(kube kubernetes.Interface, js versioned.Interface, resync time.Duration) Factories {
 	sel := childSelector()
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = sel }
 	pods, nodes := placement.Factories(kube, resync)
+	children := informers.NewSharedInformerFactoryWithOptions(kube, resync,
+		informers.WithTweakListOptions(tweak), informers.WithTransform(trimObject))
+	withoutNamespaceIndex(children, tweak)
 	return Factories{
 		PlacedPods:  pods,
 		Nodes:       nodes,
 		InPlacePods: inPlacePodsFactory(kube, resync),
 		FailedPods:  failedPodsFactory(kube, resync),
-		Kube: informers.NewSharedInformerFactoryWithOptions(kube, resync,
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-			informers.WithTransform(trimObject)),
+		Kube:        children,
 		JobSet: jsinformers.NewSharedInformerFactoryWithOptions(js, resync,
 			jsinformers.WithTransform(trimObject)),
 	}
+}
+
+// withoutNamespaceIndex makes the factory's Jobs, Services and revisions
+// informers keep no namespace index (tens of bytes per object): they are
+// read by key and through the byJobSet index, never listed by namespace.
+func withoutNamespaceIndex(f informers.SharedInformerFactory, tweak internalinterfaces.TweakListOptionsFunc) {
+	opts := func(resync time.Duration) internalinterfaces.InformerOptions {
+		return internalinterfaces.InformerOptions{ResyncPeriod: resync, Indexers: cache.Indexers{}, InformerName: f.InformerName(), TweakListOptions: tweak}
+	}
+	f.InformerFor(&batchv1.Job{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return batchinformers.NewTypedJobInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
+	f.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewTypedServiceInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
+	f.InformerFor(&appsv1.ControllerRevision{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return appsinformers.NewTypedControllerRevisionInformerWithOptions(c, metav1.NamespaceAll, opts(resync))
+	})
 }
 
 // Start starts the factories' informers.

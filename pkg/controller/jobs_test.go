@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 func TestJobHashKeyIsSHA1(t *testing.T) {
@@ -280,7 +281,7 @@ func TestTrimObject(t *testing.T) {
 		Status: batchv1.JobStatus{Active: 2},
 	}
 	out, _ := trimObject(job)
-	j := out.(*batchv1.Job)
+	j, _ := jobcache.Of(out)
 	if j.ManagedFields != nil || len(j.Spec.Template.Spec.Containers) != 0 || j.Spec.Template.Labels != nil || j.Spec.Selector != nil {
 		t.Fatalf("not trimmed: %+v", j)
 	}
@@ -297,7 +298,7 @@ func TestTrimObject(t *testing.T) {
 	})
 	child := constructJob(js, newIndexLayout(js), &js.Spec.ReplicatedJobs[0], 1, jobParams{restarts: 2, templateRevision: "js-abc"})
 	out, _ = trimObject(child.DeepCopy())
-	j = out.(*batchv1.Job)
+	j, _ = jobcache.Of(out)
 	for key := range jobLabelsRead {
 		if j.Labels[key] != child.Labels[key] || child.Labels[key] == "" {
 			t.Errorf("label %s: %q, built %q", key, j.Labels[key], child.Labels[key])

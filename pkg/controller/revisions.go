@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -172,21 +173,62 @@ func (c *Controller) syncRevisions(ctx context.Context, s *syncState, jobs *chil
 	}
 
 	if st.CurrentRevision != st.UpdateRevision {
-		if cr := owned[st.CurrentRevision]; cr != nil {
-			var data revisionData
-			if err := json.Unmarshal(cr.Data.Raw, &data); err == nil {
-				revs.current = &data
-			} else {
-				klog.FromContext(ctx).Error(err, "Unreadable template revision; building Jobs from the spec", "revision", cr.Name)
+		cr := owned[st.CurrentRevision]
+		var raw []byte
+		if cr != nil {
+			if raw, err = c.revisionData(ctx, cr); err != nil {
+				return revs, wrapf(err, "reading template revision %s", cr.Name)
 			}
-		} else {
+		}
+		var data revisionData
+		if raw == nil {
 			klog.FromContext(ctx).Info("Current template revision not found; building Jobs from the spec", "revision", st.CurrentRevision)
+		} else if err := json.Unmarshal(raw, &data); err != nil {
+			klog.FromContext(ctx).Error(err, "Unreadable template revision; building Jobs from the spec", "revision", cr.Name)
+		} else {
+			revs.current = &data
 		}
 	}
 	if err := c.pruneRevisions(ctx, js, owned); err != nil {
 		return revs, err
 	}
 	return revs, nil
+}
+
+// revisionData returns the data of a cached revision, nil if it is gone.
+// The revision cache holds no data (trimObject): it is read from the API
+// server, once per revision since a revision's data cannot change, and
+// only while a template update is pending.
+func (c *Controller) revisionData(ctx context.Context, cr *appsv1.ControllerRevision) ([]byte, error) {
+	if raw := cr.Data.Raw; raw != nil {
+		return raw, nil
+	}
+	if raw, ok := c.revData.Load(cr.UID); ok {
+		return raw.([]byte), nil
+	}
+	full, err := c.kube.AppsV1().ControllerRevisions(cr.Namespace).Get(ctx, cr.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && full.UID != cr.UID) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	raw := full.Data.Raw
+	if raw == nil {
+		raw = []byte{}
+	}
+	c.revData.Store(cr.UID, raw)
+	return raw, nil
+}
+
+// forgetRevisionData drops the remembered data of a deleted revision.
+func (c *Controller) forgetRevisionData(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if cr, ok := obj.(*appsv1.ControllerRevision); ok {
+		c.revData.Delete(cr.UID)
+	}
 }
 
 // revisionOwner is a shallow copy of the JobSet's metadata and status, for a
@@ -238,6 +280,20 @@ func maxRevisionNumber(owned map[string]*appsv1.ControllerRevision) int64 {
 	return n
 }
 
+// constructRevision builds the ControllerRevision name of the JobSet.
+func constructRevision(js *jobset.JobSet, name string, raw []byte, number int64) *appsv1.ControllerRevision {
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       js.Namespace,
+			Labels:          map[string]string{jobset.JobSetNameKey: js.Name},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(js)},
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: number,
+	}
+}
+
 // ensureRevision creates the ControllerRevision name with the given data, or
 // makes an existing one the newest of the history (a rollback to an older
 // template reuses that template's revision).
@@ -258,17 +314,7 @@ func (c *Controller) ensureRevision(ctx context.Context, js *jobset.JobSet, name
 	if c.exp.revisions.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind
 	}
-	cr := &appsv1.ControllerRevision{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			Namespace:       js.Namespace,
-			Labels:          map[string]string{jobset.JobSetNameKey: js.Name},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(js)},
-		},
-		Data:     runtime.RawExtension{Raw: raw},
-		Revision: newest + 1,
-	}
-	_, err := api.Create(ctx, cr, metav1.CreateOptions{})
+	_, err := api.Create(ctx, constructRevision(js, name, raw, newest+1), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		c.exp.revisions.Expect(js.Namespace, name, struct{}{})

@@ -587,3 +587,35 @@ func TestResumeCarriesResources(t *testing.T) {
 		}
 	}
 }
+
+// The revision cache holds no data: while an update is pending, the
+// current revision's templates are read from the API server once, not at
+// every sync, and the Jobs are still built from them.
+func TestPendingRevisionReadOnce(t *testing.T) {
+	fx := newFixture(t, newJobSet("js", withUpdate(jobset.UpdateOpportunistic),
+		withRestarts(3, jobset.FailurePolicyRule{Name: "one", Action: jobset.RestartJob})))
+	fx.sync("js")
+	oldRev := fx.jobSet("js").Status.CurrentRevision
+	fx.updateJobSet("js", setImage("busybox:2"))
+	fx.kube.ClearActions()
+	fx.sync("js")
+	fx.setJob("js-workers-1", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js") // jobRestarts[1] = 1
+	fx.sync("js") // delete
+	fx.sync("js") // recreate
+	fx.wantJobsFrom(oldRev, "busybox")
+	gets := 0
+	for _, a := range fx.kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "controllerrevisions" {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Fatalf("%d reads of the current revision over four syncs, want 1", gets)
+	}
+	for _, o := range fx.f.Kube.Apps().V1().ControllerRevisions().Informer().GetIndexer().List() {
+		if cr := o.(*appsv1.ControllerRevision); cr.Data.Raw != nil {
+			t.Fatalf("cached revision %s keeps its data", cr.Name)
+		}
+	}
+}

@@ -42,15 +42,15 @@ func (c *Controller) ensureHeadlessService(ctx context.Context, js *jobset.JobSe
 		return nil
 	}
 	name := subdomain(js)
-	svc, err := c.svcLister.Services(js.Namespace).Get(name)
-	if err == nil {
-		if !isOwnedBy(svc.OwnerReferences, js) {
+	obj, exists, err := c.svcs.GetByKey(js.Namespace + "/" + name)
+	if err != nil {
+		return err
+	}
+	if svc, ok := obj.(metav1.Object); exists && ok {
+		if !isOwnedBy(svc.GetOwnerReferences(), js) {
 			klog.FromContext(ctx).V(2).Info("Service exists and is not owned by this JobSet; leaving it alone", "service", name)
 		}
 		return nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return err
 	}
 	if c.exp.services.Has(js.Namespace, name) {
 		return nil // created by an earlier sync; the cache is behind

@@ -43,7 +43,6 @@ import (
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -53,6 +52,7 @@ import (
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/controller/expectations"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 // topologyIndex indexes placed pods by the value of their exclusive
@@ -72,8 +72,7 @@ type Placer struct {
 	kube       kubernetes.Interface
 	pods       cache.Indexer
 	nodeLister corelisters.NodeLister
-	jobLister  batchlisters.JobLister
-	jobs       cache.Indexer // Jobs, also indexed by topology key
+	jobs       cache.Indexer // Jobs (jobcache.Job), also indexed by topology key
 	queue      workqueue.TypedRateLimitingInterface[string]
 	clock      clock.PassiveClock
 	recorder   events.EventRecorder
@@ -219,7 +218,6 @@ func New(cfg Config) (*Placer, []cache.InformerSynced, error) {
 		kube:       cfg.Client,
 		pods:       podInf.GetIndexer(),
 		nodeLister: nodeInf.Lister(),
-		jobLister:  jobInf.Lister(),
 		jobs:       jobInf.Informer().GetIndexer(),
 		clock:      cfg.Clock,
 		recorder:   cfg.Recorder,
@@ -305,7 +303,7 @@ func (p *Placer) enqueueFor(obj interface{}) {
 	if !ok {
 		return
 	}
-	if _, ok := obj.(*batchv1.Job); ok {
+	if _, ok := jobcache.Of(obj); ok {
 		if _, strategy := m.GetAnnotations()[jobset.NodeSelectorStrategyKey]; strategy {
 			return
 		}
@@ -324,7 +322,7 @@ const suspendedPrefix = "suspended|"
 // will be free for others by the time it resumes, so it must choose again.
 func (p *Placer) jobChanged(obj interface{}) {
 	p.enqueueFor(obj)
-	job, ok := obj.(*batchv1.Job)
+	job, ok := jobcache.Of(obj)
 	if ok && job.DeletionTimestamp == nil && suspended(job) && job.Annotations[jobset.TopologyDomainKey] != "" {
 		p.queue.Add(suspendedPrefix + job.Namespace + "/" + job.Name)
 	}
@@ -336,11 +334,20 @@ func (p *Placer) forgetSuspendedDomain(ctx context.Context, jobKey string) error
 	if err != nil {
 		return nil
 	}
-	job, err := p.jobLister.Jobs(ns).Get(name)
-	if err != nil || !suspended(job) || job.Annotations[jobset.TopologyDomainKey] == "" {
+	job, ok := p.cachedJob(ns, name)
+	if !ok || !suspended(job) || job.Annotations[jobset.TopologyDomainKey] == "" {
 		return nil
 	}
 	return p.recordDomain(ctx, &placedJob{uid: job.UID, ns: ns, name: name}, "")
+}
+
+// cachedJob returns the cached Job of that namespace and name.
+func (p *Placer) cachedJob(ns, name string) (*batchv1.Job, bool) {
+	obj, exists, err := p.jobs.GetByKey(ns + "/" + name)
+	if err != nil || !exists {
+		return nil, false
+	}
+	return jobcache.Of(obj)
 }
 
 // enqueueAll queues every topology key that has pods (a node changed).

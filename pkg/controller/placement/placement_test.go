@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 const poolKey = "cloud.google.com/gke-nodepool"
@@ -123,8 +124,8 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 }
 
 // refresh loads Jobs, pods and nodes of the fake API into the placer's
-// caches (pods and nodes trimmed as the informers' transforms do), like
-// informers that caught up.
+// caches (Jobs in their cached form, pods and nodes trimmed as the
+// informers' transforms do), like informers that caught up.
 func (fx *fixture) refresh() {
 	fx.t.Helper()
 	replace := func(inf cache.SharedIndexInformer, items []interface{}) {
@@ -135,7 +136,7 @@ func (fx *fixture) refresh() {
 	jobs, _ := fx.kube.BatchV1().Jobs("").List(fx.ctx, metav1.ListOptions{})
 	var items []interface{}
 	for i := range jobs.Items {
-		items = append(items, &jobs.Items[i])
+		items = append(items, jobcache.Compact(&jobs.Items[i]))
 	}
 	replace(fx.jobs.Batch().V1().Jobs().Informer(), items)
 	pods, _ := fx.kube.CoreV1().Pods("").List(fx.ctx, metav1.ListOptions{})

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobcache"
 )
 
 // The JobSet condition that reports placement, and its reasons.
@@ -127,7 +128,7 @@ func (p *Placer) view(key string) (*topologyView, error) {
 		if j == nil {
 			j = &placedJob{uid: ref.UID, ns: pod.Namespace, name: ref.Name,
 				jsKey: pod.Namespace + "/" + pod.Labels[jobset.JobSetNameKey]}
-			if job, err := p.jobLister.Jobs(pod.Namespace).Get(ref.Name); err == nil && job.UID == ref.UID {
+			if job, ok := p.cachedJob(pod.Namespace, ref.Name); ok && job.UID == ref.UID {
 				j.job = job
 				j.created = job.CreationTimestamp.Time
 				j.recorded = job.Annotations[jobset.TopologyDomainKey]
@@ -290,7 +291,7 @@ func (p *Placer) jobsWithoutPods(key string, v *topologyView) int {
 	}
 	n := 0
 	for _, o := range objs {
-		job, ok := o.(*batchv1.Job)
+		job, ok := jobcache.Of(o)
 		if !ok || seen[job.UID] || job.Annotations[jobset.TopologyDomainKey] != "" {
 			continue
 		}

@@ -90,10 +90,10 @@ func saveHeapProfile(b *testing.B, name string) {
 	b.Logf("heap profile written to %s", path)
 }
 
-// createSettled creates JobSets first..first+n-1 of M Jobs (one pod each)
-// and waits until every one of them reports all its Jobs ready, so that
-// the controller has seen every pod start.
-func createSettled(b *testing.B, ns string, first, n, perJobSet int) {
+// createSettled creates JobSets first..first+n-1 of M Jobs of podsPerJob
+// pods and waits until every one of them reports all its Jobs ready, so
+// that the controller has seen every pod start.
+func createSettled(b *testing.B, ns string, first, n, perJobSet, podsPerJob int) {
 	b.Helper()
 	createParallel(b, n, 16, func(k int) error {
 		js := &v1alpha2.JobSet{
@@ -103,6 +103,10 @@ func createSettled(b *testing.B, ns string, first, n, perJobSet int) {
 				Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: podTemplate()}},
 			}}},
 		}
+		if podsPerJob > 1 {
+			spec := &js.Spec.ReplicatedJobs[0].Template.Spec
+			spec.Parallelism, spec.Completions = ptr.To(int32(podsPerJob)), ptr.To(int32(podsPerJob))
+		}
 		_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(), js, metav1.CreateOptions{})
 		return err
 	})
@@ -110,25 +114,27 @@ func createSettled(b *testing.B, ns string, first, n, perJobSet int) {
 }
 
 // BenchmarkMemory: the controller's RSS (and Go heap in use) idle, then
-// with N JobSets × M Jobs of one pod running, then with twice as many. The
-// growth per managed pod is the difference between the last two over the
-// pods added. Run it first (before other benchmarks fill the cluster):
+// with N JobSets (BENCH_JOBSETS) × M Jobs (BENCH_JOBS_PER_JOBSET) of P
+// pods (BENCH_PODS_PER_JOB, default 1) running, then with twice as many.
+// The growth per managed pod is the difference between the last two over
+// the pods added. Run it first (before other benchmarks fill the cluster):
 // -bench Memory.
 func BenchmarkMemory(b *testing.B) {
 	jobsets, perJobSet := envInt("BENCH_JOBSETS", 200), envInt("BENCH_JOBS_PER_JOBSET", 4)
+	podsPerJob := envInt("BENCH_PODS_PER_JOB", 1)
 	for i := 0; i < b.N; i++ {
 		idleRSS, idleHeap := controllerRSSMiB(b), controllerHeapMiB(b)
 		saveHeapProfile(b, "idle")
 		ns := newNamespace(b, "memory")
-		createSettled(b, ns, 0, jobsets, perJobSet)
+		createSettled(b, ns, 0, jobsets, perJobSet, podsPerJob)
 		rss1, heap1 := controllerRSSMiB(b), controllerHeapMiB(b)
 		saveHeapProfile(b, "N")
-		createSettled(b, ns, jobsets, jobsets, perJobSet)
+		createSettled(b, ns, jobsets, jobsets, perJobSet, podsPerJob)
 		rss2, heap2 := controllerRSSMiB(b), controllerHeapMiB(b)
 		saveHeapProfile(b, "2N")
-		pods := float64(jobsets * perJobSet)
-		b.Logf("RSS %.1f → %.1f (%d pods) → %.1f MiB (%d pods); heap in use %.1f → %.1f → %.1f MiB",
-			idleRSS, rss1, jobsets*perJobSet, rss2, 2*jobsets*perJobSet, idleHeap, heap1, heap2)
+		pods := float64(jobsets * perJobSet * podsPerJob)
+		b.Logf("RSS %.1f → %.1f (%.0f pods) → %.1f MiB (%.0f pods); heap in use %.1f → %.1f → %.1f MiB",
+			idleRSS, rss1, pods, rss2, 2*pods, idleHeap, heap1, heap2)
 		b.ReportMetric(idleRSS, "idle-RSS-MiB")
 		b.ReportMetric(rss1, "RSS-MiB-at-N")
 		b.ReportMetric(rss2, "RSS-MiB-at-2N")

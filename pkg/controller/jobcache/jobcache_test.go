@@ -1,0 +1,62 @@
+package jobcache
+
+import (
+	"reflect"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+func job() *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "u", ResourceVersion: "3",
+			Labels: map[string]string{"b": "2", "a": "1"}, Annotations: map[string]string{"c": "3"}},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Suspend: ptr.To(true),
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{Action: batchv1.PodFailurePolicyActionIgnore}}}},
+		Status: batchv1.JobStatus{Active: 1, Ready: ptr.To[int32](1)},
+	}
+}
+
+func TestMetadataThroughTheObjectInterface(t *testing.T) {
+	c := Compact(job())
+	var m metav1.Object = c
+	if got := m.GetLabels(); !reflect.DeepEqual(got, map[string]string{"a": "1", "b": "2"}) {
+		t.Fatalf("GetLabels = %v", got)
+	}
+	if got := m.GetAnnotations(); !reflect.DeepEqual(got, map[string]string{"c": "3"}) {
+		t.Fatalf("GetAnnotations = %v", got)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(c); err != nil || key != "ns/j" {
+		t.Fatalf("key %q, %v", key, err)
+	}
+	m.SetLabels(map[string]string{"x": "y"})
+	if got := c.Job().Labels; !reflect.DeepEqual(got, map[string]string{"x": "y"}) {
+		t.Fatalf("labels after SetLabels = %v", got)
+	}
+	if (&Job{}).GetLabels() != nil {
+		t.Fatal("no labels read as a map")
+	}
+}
+
+func TestOf(t *testing.T) {
+	full := job()
+	c := Compact(full)
+	got, ok := Of(cache.DeletedFinalStateUnknown{Key: "ns/j", Obj: c})
+	if !ok || got.Name != "j" || got.UID != "u" || *got.Spec.Parallelism != 2 || !*got.Spec.Suspend ||
+		got.Spec.PodFailurePolicy != PodFailurePolicy || got.Status.Active != 1 || *got.Status.Ready != 1 {
+		t.Fatalf("Of = %+v, %v", got, ok)
+	}
+	if j, ok := Of(full); !ok || j != full {
+		t.Fatal("a batchv1.Job is not returned as is")
+	}
+	if _, ok := Of("x"); ok {
+		t.Fatal("a string read as a Job")
+	}
+	cp := c.DeepCopyObject().(*Job)
+	if !reflect.DeepEqual(cp, c) || cp.Spec.Parallelism == c.Spec.Parallelism {
+		t.Fatalf("DeepCopyObject = %+v, not a deep copy of %+v", cp, c)
+	}
+}
