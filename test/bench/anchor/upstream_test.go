@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nativejobset/jobset/test/localcluster"
 )
@@ -205,37 +207,38 @@ func (u *upstream) stop() {
 
 // upstreamWebhooks renders upstream's webhook kustomize base and keeps
 // its two webhook configurations, pointed at the local Service's port and
-// trusting the cluster's CA. kubectl turns the YAML into JSON, edited here
-// as data.
+// trusting the cluster's CA.
 func upstreamWebhooks(c *localcluster.Cluster, base string, port int) ([]byte, error) {
-	yaml, err := c.Kubectl("", "kustomize", base)
+	rendered, err := c.Kubectl("", "kustomize", base)
 	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize %s: %v\n%s", base, err, yaml)
-	}
-	asJSON, err := c.Kubectl(yaml, "create", "--dry-run=client", "-o", "json", "-f", "-")
-	if err != nil {
-		return nil, fmt.Errorf("converting the webhook manifests: %v\n%s", err, asJSON)
+		return nil, fmt.Errorf("kubectl kustomize %s: %v\n%s", base, err, rendered)
 	}
 	ca, err := os.ReadFile(filepath.Join(c.LocalDir, "pki", "ca.crt"))
 	if err != nil {
 		return nil, err
 	}
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(asJSON), &list); err != nil {
-		return nil, err
-	}
 	var keep []any
 	hooks := 0
-	for _, obj := range list.Items {
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(rendered), 4096)
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", base, err)
+		}
 		kind := obj["kind"]
 		if kind != "MutatingWebhookConfiguration" && kind != "ValidatingWebhookConfiguration" {
 			continue // the in-cluster Service: ours is the ExternalName one
 		}
-		for _, h := range obj["webhooks"].([]any) {
-			cc := h.(map[string]any)["clientConfig"].(map[string]any)
-			svc := cc["service"].(map[string]any)
+		list, _ := obj["webhooks"].([]any)
+		for _, h := range list {
+			hook, _ := h.(map[string]any)
+			cc, _ := hook["clientConfig"].(map[string]any)
+			svc, _ := cc["service"].(map[string]any)
+			if svc == nil {
+				return nil, fmt.Errorf("webhook %v of %s names no Service", hook["name"], base)
+			}
 			svc["namespace"], svc["name"], svc["port"] = upstreamNamespace, upstreamWebhookService, port
 			cc["caBundle"] = base64.StdEncoding.EncodeToString(ca)
 			hooks++
