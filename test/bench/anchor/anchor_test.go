@@ -163,6 +163,8 @@ func report(b *testing.B, got map[string][]figures) {
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusWrites) }), "status-writes-"+name)
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusMax) }), "status-max-B-"+name)
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.jobEvents) }), "job-events-"+name)
+		// Below 1: status writes are coalesced over Job events.
+		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusWrites) / float64(f.jobEvents) }), "status-writes/job-event-"+name)
 	}
 }
 
