@@ -74,8 +74,13 @@ func startUpstream(c *localcluster.Cluster, portBase int) (*upstream, error) {
 	if out, err := c.Kubectl("", "apply", "--server-side", "-f", crd); err != nil {
 		return nil, fmt.Errorf("applying upstream's CRD: %v\n%s", err, out)
 	}
-	if out, err := c.Kubectl("", "wait", "--for=condition=Established", "--timeout=60s", "crd/jobsets.jobset.x-k8s.io"); err != nil {
-		return nil, fmt.Errorf("upstream's CRD not Established: %v\n%s", err, out)
+	// Polled: kubectl wait fails at once while the CRD has no conditions yet.
+	established := func(ctx context.Context) (bool, error) {
+		out, err := c.Kubectl("", "get", "crd", "jobsets.jobset.x-k8s.io", "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		return err == nil && strings.TrimSpace(out) == "True", nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, established); err != nil {
+		return nil, fmt.Errorf("upstream's CRD not Established: %v", err)
 	}
 	svc := fmt.Sprintf(`apiVersion: v1
 kind: Namespace
