@@ -51,7 +51,7 @@ export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln dashboard verify-dashboard \
 	test test-tools test-unit test-monitoring-rules test-integration test-e2e test-node node-tools node-images prometheus-tools test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
-	fuzz bench bench-node images push release test-release clean help clear-skips
+	fuzz bench bench-node upstream-jobset images push release test-release clean help clear-skips
 
 all: build
 
@@ -221,8 +221,14 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 60s); findings land in
 		$(GO_TEST) -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}" || exit 1; \
 	done
 
-bench: ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md. The real node's are 'make bench-node'.
+bench: upstream-jobset ## Benchmarks (not part of 'make test'); figures go to test/bench/README.md. The real node's are 'make bench-node'.
 	$(GO_TEST) -run '^$$' -bench . -benchmem -timeout 60m $$($(GO) list ./test/bench/... | grep -v /test/bench/node)
+
+# Upstream JobSet's controller manager, the anchor of test/bench/anchor,
+# built from its module (test/bench/upstream, a module of its own).
+upstream-jobset: ## Build upstream JobSet's controller manager (sigs.k8s.io/jobset, pinned in test/bench/upstream) into _output/bin/jobset-upstream-manager.
+	@mkdir -p $(BIN)
+	cd test/bench/upstream && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o ../../../$(BIN)/jobset-upstream-manager sigs.k8s.io/jobset
 
 bench-node: build tools node-tools node-images ## Restarts on the real node (root): in place against Recreate, and Recreate with workloads that ignore SIGTERM.
 	$(GO_TEST) -run '^$$' -bench . -benchtime 3x -timeout 60m -v ./test/bench/node/ 2>&1 | tee _output/bench-node.log | grep -E '^(Benchmark|---|PASS|FAIL|ok)|round|_test.go'

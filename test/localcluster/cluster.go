@@ -40,6 +40,10 @@ type Options struct {
 	// (hack/local-up.sh's JOBSET_APISERVERS and JOBSET_CONTROLLERS).
 	APIServers  int
 	Controllers int
+	// WithoutJobSet starts the cluster without jobset-apiserver and
+	// jobset-controller (JOBSET=0), e.g. to install another JobSet
+	// implementation on it.
+	WithoutJobSet bool
 	// Extra environment for hack/local-up.sh, e.g. "NODES_PER_POOL=2".
 	Env []string
 }
@@ -79,9 +83,13 @@ func Start(o Options) (*Cluster, error) {
 		"LOCAL_DIR="+c.LocalDir,
 		"PORT_BASE="+envOr(o.Prefix+"PORT_BASE", fmt.Sprint(o.PortBase)),
 		"NODES="+envOr(o.Prefix+"NODES", fmt.Sprint(o.Nodes)),
-		"JOBSET=1",
 		"CLEAN=1",
 	)
+	if o.WithoutJobSet {
+		c.env = append(c.env, "JOBSET=0")
+	} else {
+		c.env = append(c.env, "JOBSET=1")
+	}
 	if o.APIServers > 1 {
 		c.env = append(c.env, fmt.Sprintf("JOBSET_APISERVERS=%d", o.APIServers))
 	}
