@@ -9,14 +9,8 @@ GO_TEST_FLAGS ?= -count=1
 # document) by k8s.io/apimachinery, which keeps jobset-apiserver's watch
 # cache about 5 KB per JobSet smaller (docs/api.md, "Protobuf").
 GO_BUILD_TAGS ?= fieldsv1string
-# Tests, vet and benchmarks compile as 'make build' and the images do (no
-# cgo, -trimpath, the same tags), so that the dependency tree is compiled
-# once, not once per set of flags: on a fresh machine that saves a full
-# compile of k8s.io/apiserver and the rest. (Tests find the checkout from
-# their working directory, test/reporoot, as -trimpath hides source paths.)
-export CGO_ENABLED := 0
-GO_TEST = $(GO) test -trimpath -tags '$(GO_BUILD_TAGS)'
-GO_VET = $(GO) vet -trimpath
+# Tests and benchmarks run the product's build, tags included.
+GO_TEST = $(GO) test -tags '$(GO_BUILD_TAGS)'
 # The version stamped into the binaries (--version, jobset_build_info) and
 # the images' tag: the release tag on a tagged commit, else a semver-valid
 # version of the commit. Neither depends on uncommitted changes, so that
@@ -60,7 +54,7 @@ help: ## Show the targets.
 
 build: ## Build the binaries of cmd/ into _output/bin, stamped with VERSION and COMMIT.
 	@mkdir -p $(BIN)
-	$(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/ ./cmd/...
 
 images: ## OCI images of the binaries for PLATFORMS into _output/images (layouts, docker/ctr archives, images.json), no container daemon.
 	cd hack/release && $(GO) run . images --root ../.. --out ../../$(IMAGES_DIR) --version $(VERSION) --commit $(COMMIT) \
@@ -132,10 +126,10 @@ verify-vuln: ## govulncheck on ./cmd/... against an offline database (VULNDB_VER
 	GO=$(GO) GO_BUILD_TAGS='$(GO_BUILD_TAGS)' hack/verify-vuln.sh
 
 vet:
-	$(GO_VET) -tags '$(GO_BUILD_TAGS)' ./...
-	cd test/migration && $(GO_VET) ./...
-	cd hack/release && $(GO_VET) ./...
-	cd hack/dashboard && $(GO_VET) -tags '$(GO_BUILD_TAGS)' ./...
+	$(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
+	cd test/migration && $(GO) vet ./...
+	cd hack/release && $(GO) vet ./...
+	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
 # The suites of 'make test', after the static checks and unit tests.
 TEST_SUITES := test-monitoring-rules test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem

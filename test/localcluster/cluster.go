@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -20,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
-	"github.com/nativejobset/jobset/test/reporoot"
 )
 
 // Options choose where the stack lives. Environment variables override
@@ -66,7 +66,8 @@ type Cluster struct {
 
 // RepoRoot is the root of this checkout.
 func RepoRoot() string {
-	return reporoot.MustDir()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
 // Start brings the stack up (unless reused) and connects to it. Call Stop
