@@ -117,25 +117,7 @@ func (c *Cluster) credentials() error {
 
 // writeKubeconfig writes a kubeconfig for the client certificate cert.
 func (c *Cluster) writeKubeconfig(path, cert, user string) error {
-	body := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: jobset-local
-  cluster:
-    server: %s
-    certificate-authority: %s.crt
-users:
-- name: %s
-  user:
-    client-certificate: %s.crt
-    client-key: %s.key
-contexts:
-- name: jobset-local
-  context:
-    cluster: jobset-local
-    user: %s
-current-context: jobset-local
-`, c.apiURL(), c.pki("ca"), user, c.pki(cert), c.pki(cert), user)
+	body := pki.Kubeconfig(c.apiURL(), c.pki("ca")+".crt", c.pki(cert)+".crt", c.pki(cert)+".key", user)
 	// Paths only, no secrets: the keys beside it are 0600.
-	return pki.WriteFile(path, []byte(body), 0o644)
+	return pki.WriteFile(path, body, 0o644)
 }

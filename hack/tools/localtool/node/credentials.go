@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nativejobset/jobset/hack/tools/localtool/pki"
 	"github.com/nativejobset/jobset/hack/tools/localtool/proc"
 )
 
@@ -44,27 +45,9 @@ func (c *Config) credentials() error {
 }
 
 func (c *Config) writeKubeconfig(name, cert string) error {
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: jobset-local
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: %s
-  user:
-    client-certificate: %s
-    client-key: %s
-contexts:
-- name: jobset-local
-  context:
-    cluster: jobset-local
-    user: %s
-current-context: jobset-local
-`, c.apiURL(), c.pki("ca.crt"), name, c.pki(cert+".crt"), c.pki(cert+".key"), name)
+	kc := pki.Kubeconfig(c.apiURL(), c.pki("ca.crt"), c.pki(cert+".crt"), c.pki(cert+".key"), name)
 	path := c.kubeconfig(name)
-	if err := os.WriteFile(path+".tmp", []byte(kc), 0o600); err != nil {
+	if err := os.WriteFile(path+".tmp", kc, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(path+".tmp", path)

@@ -297,3 +297,28 @@ func LoadPair(path string) (*x509.Certificate, crypto.Signer, error) {
 	}
 	return cert, key, nil
 }
+
+// Kubeconfig is a kubeconfig for user that reaches server with the client
+// certificate certFile/keyFile, trusting caFile; it holds paths, no
+// secrets.
+func Kubeconfig(server, caFile, certFile, keyFile, user string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: jobset-local
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: jobset-local
+  context:
+    cluster: jobset-local
+    user: %s
+current-context: jobset-local
+`, server, caFile, user, certFile, keyFile, user))
+}
