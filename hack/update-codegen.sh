@@ -17,7 +17,9 @@ if [[ -z "${CODEGEN_PKG}" || ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
     echo "cannot find k8s.io/code-generator in the module cache (go mod download failed?)" >&2
     exit 1
 fi
-export GOBIN="${ROOT}/_output/codegen-bin"
+# CODEGEN_BIN: where the generators are installed (hack/verify-codegen.sh
+# shares the checkout's while it generates into a scratch copy).
+export GOBIN="${CODEGEN_BIN:-${ROOT}/_output/codegen-bin}"
 mkdir -p "${GOBIN}"
 
 # shellcheck source=/dev/null

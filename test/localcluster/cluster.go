@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/reporoot"
 )
 
 // Options choose where the stack lives. Environment variables override
@@ -66,8 +66,7 @@ type Cluster struct {
 
 // RepoRoot is the root of this checkout.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return reporoot.MustDir()
 }
 
 // Start brings the stack up (unless reused) and connects to it. Call Stop

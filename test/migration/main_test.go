@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nativejobset/jobset/test/localcluster"
+	"github.com/nativejobset/jobset/test/reporoot"
 	upstream "sigs.k8s.io/jobset/client-go/clientset/versioned"
 )
 
@@ -64,7 +64,7 @@ func run(m *testing.M) int {
 // prepare builds jobset-migrate and finds upstream's CRD manifest in the
 // module cache.
 func prepare(tmp string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin := reporoot.GoCommand()
 	migrateBin = filepath.Join(tmp, "jobset-migrate")
 	build := exec.Command(goBin, "build", "-o", migrateBin, "./cmd/jobset-migrate")
 	build.Dir = localcluster.RepoRoot()

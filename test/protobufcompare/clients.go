@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/reporoot"
 )
 
 // contentTypes records the Content-Type of every response from the JobSet
@@ -93,8 +93,7 @@ func Clients(t *testing.T, cfg *rest.Config) (pb clientset.Interface, seen *Cont
 // jobset-controller leaves it alone on a real cluster.
 func fullJobSet(t *testing.T, ns, name string) *v1alpha2.JobSet {
 	t.Helper()
-	_, file, _, _ := goruntime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "pkg", "apis", "jobset", "validation", "testdata", "seed", "full.json"))
+	data, err := os.ReadFile(filepath.Join(reporoot.MustDir(), "pkg", "apis", "jobset", "validation", "testdata", "seed", "full.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nativejobset/jobset/test/localcluster"
+	"github.com/nativejobset/jobset/test/reporoot"
 )
 
 // Upstream JobSet v0.12.0 on a cluster started without our components:
@@ -42,7 +42,7 @@ func upstreamBinary() string {
 // upstreamModuleDir is where the Go module cache holds the sigs.k8s.io/jobset
 // that test/bench/upstream pins.
 func upstreamModuleDir() (string, error) {
-	list := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset")
+	list := exec.Command(reporoot.GoCommand(), "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/jobset")
 	list.Dir = filepath.Join(localcluster.RepoRoot(), "test", "bench", "upstream")
 	list.Env = append(os.Environ(), "GOWORK=off")
 	out, err := list.Output()

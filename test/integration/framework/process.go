@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/reporoot"
 )
 
 // Process is jobset-apiserver running as a separate, standalone process, for
@@ -64,9 +64,13 @@ func serverBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "jobset-apiserver")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dir+"/",
+		root, err := reporoot.Dir()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		// The flags of 'make build', so that its compiled packages are reused.
+		cmd := exec.Command(reporoot.GoCommand(), "build", "-trimpath", "-tags", "fieldsv1string", "-o", dir+"/",
 			"./cmd/jobset-apiserver", "./test/integration/framework/etcdprocess")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
