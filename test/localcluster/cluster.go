@@ -74,15 +74,15 @@ func RepoRoot() string {
 func Start(o Options) (*Cluster, error) {
 	root := RepoRoot()
 	c := &Cluster{Root: root}
-	c.LocalDir = envOr(o.Prefix+"LOCAL_DIR", filepath.Join(root, o.Dir))
+	c.LocalDir = EnvOr(o.Prefix+"LOCAL_DIR", filepath.Join(root, o.Dir))
 	c.Kubeconfig = filepath.Join(c.LocalDir, "kubeconfig")
 	c.KubectlBin = filepath.Join(root, "_output", "bin", "kubectl")
 	c.keep = os.Getenv(o.Prefix+"KEEP_CLUSTER") == "1"
 	c.keepFailed = c.keep
 	c.env = append(os.Environ(),
 		"LOCAL_DIR="+c.LocalDir,
-		"PORT_BASE="+envOr(o.Prefix+"PORT_BASE", fmt.Sprint(o.PortBase)),
-		"NODES="+envOr(o.Prefix+"NODES", fmt.Sprint(o.Nodes)),
+		"PORT_BASE="+EnvOr(o.Prefix+"PORT_BASE", fmt.Sprint(o.PortBase)),
+		"NODES="+EnvOr(o.Prefix+"NODES", fmt.Sprint(o.Nodes)),
 		"CLEAN=1",
 	)
 	if o.WithoutJobSet {
@@ -173,7 +173,8 @@ func (c *Cluster) PID(component string) (int, error) {
 	return pid, err
 }
 
-func envOr(key, def string) string {
+// EnvOr is the environment variable key, or def when it is unset or empty.
+func EnvOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
 	}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/benchutil"
 	"github.com/nativejobset/jobset/test/localcluster"
 )
 
@@ -81,13 +82,6 @@ func shapes(b *testing.B) []shape {
 		out = append(out, shape{jobs, pods})
 	}
 	return out
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // figures are one side's measurements of one shape.
@@ -174,9 +168,9 @@ func report(b *testing.B, got map[string][]figures) {
 // client without.
 func onFreshCluster(b *testing.B, sd side, s shape) figures {
 	b.Helper()
-	portBase, _ := strconv.Atoi(envOr("BENCH_PORT_BASE", "31000"))
-	nodes, _ := strconv.Atoi(envOr("BENCH_NODES", "50"))
-	nodePods, _ := strconv.Atoi(envOr("BENCH_NODE_PODS", "200"))
+	portBase, _ := strconv.Atoi(localcluster.EnvOr("BENCH_PORT_BASE", "31000"))
+	nodes, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODES", "50"))
+	nodePods, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODE_PODS", "200"))
 	// Foreground deletion keeps an attempt's pods from overlapping the
 	// next one's: the pods of one attempt and some room must fit.
 	if nodes*nodePods < s.jobs*s.pods+100 {
@@ -190,8 +184,8 @@ func onFreshCluster(b *testing.B, sd side, s shape) figures {
 			// make build tools upstream-jobset come first.
 			"SKIP_BUILD=1",
 			"NODE_PODS=" + strconv.Itoa(nodePods),
-			"KUBE_CONTROLLER_MANAGER_ARGS=" + envOr("BENCH_KCM_ARGS", limits),
-			"KUBE_SCHEDULER_ARGS=" + envOr("BENCH_SCHEDULER_ARGS", limits),
+			"KUBE_CONTROLLER_MANAGER_ARGS=" + localcluster.EnvOr("BENCH_KCM_ARGS", limits),
+			"KUBE_SCHEDULER_ARGS=" + localcluster.EnvOr("BENCH_SCHEDULER_ARGS", limits),
 		},
 	})
 	defer c.Stop()
@@ -360,7 +354,7 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 	if _, err := kube.CoreV1().Services(benchNamespace).Create(ctx, plainService(), metav1.CreateOptions{}); err != nil {
 		b.Fatalf("creating the Service: %v", err)
 	}
-	parallel(b, s.jobs, controllerParallelism, func(i int) error {
+	benchutil.Parallel(b, s.jobs, controllerParallelism, func(i int) error {
 		_, err := kube.BatchV1().Jobs(benchNamespace).Create(ctx, plainJob(s, uid, i, 0), metav1.CreateOptions{})
 		return err
 	})
@@ -392,7 +386,7 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 			}
 		}()
 	}
-	parallel(b, s.jobs, controllerParallelism, func(i int) error {
+	benchutil.Parallel(b, s.jobs, controllerParallelism, func(i int) error {
 		return kube.BatchV1().Jobs(benchNamespace).Delete(ctx, jobName(i), metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 	})
@@ -406,35 +400,6 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 	default:
 	}
 	return f
-}
-
-// parallel runs fn(0..n-1) from the given number of goroutines and fails
-// the benchmark on the first error.
-func parallel(b *testing.B, n, goroutines int, fn func(i int) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	work := make(chan int)
-	var once sync.Once
-	var first error
-	for w := 0; w < goroutines; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		b.Fatal(first)
-	}
 }
 
 func plainService() *corev1.Service {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
 )
 
 // unlimitedKube is a client without client-side rate limit: the reference
@@ -24,38 +24,6 @@ func unlimitedKube() kubernetes.Interface {
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	return kubernetes.NewForConfigOrDie(cfg)
-}
-
-// createParallel runs fn(0..n-1) on the given number of goroutines.
-func createParallel(b *testing.B, n, goroutines int, fn func(k int) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	work := make(chan int)
-	var mu sync.Mutex
-	var first error
-	for w := 0; w < goroutines; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range work {
-				if err := fn(k); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for k := 0; k < n; k++ {
-		work <- k
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		b.Fatal(first)
-	}
 }
 
 // waitPodCount polls until the namespace holds at least n running pods, so
@@ -110,7 +78,7 @@ func BenchmarkFanOut(b *testing.B) {
 		ns := newNamespace(b, "fanout-plain")
 		defer deleteNamespace(b, ns)
 		start := time.Now()
-		createParallel(b, total, 50, func(k int) error {
+		benchutil.Parallel(b, total, 50, func(k int) error {
 			_, err := kube.BatchV1().Jobs(ns).Create(context.Background(), plainJob(fmt.Sprintf("plain-%d", k), 0), metav1.CreateOptions{})
 			return err
 		})

@@ -30,6 +30,7 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	"github.com/nativejobset/jobset/pkg/inplaceagent"
+	"github.com/nativejobset/jobset/test/benchutil"
 )
 
 // podAgents runs one in-place agent per pod in this process (kwok runs no
@@ -374,7 +375,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 		}
 		profiled := startProfiles(b, ins)
 		start := time.Now()
-		createParallel(b, len(victims), 20, func(k int) error {
+		benchutil.Parallel(b, len(victims), 20, func(k int) error {
 			p, err := cluster.Kube.CoreV1().Pods(ins).Get(context.Background(), victims[k], metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -422,7 +423,7 @@ func BenchmarkInPlaceRestart(b *testing.B) {
 
 func createRestartJobSets(b *testing.B, ns string, groups, perJobSet int, inPlace bool) {
 	b.Helper()
-	createParallel(b, groups, 16, func(k int) error {
+	benchutil.Parallel(b, groups, 16, func(k int) error {
 		spec := batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: podTemplate()}
 		fp := &v1alpha2.FailurePolicy{MaxRestarts: 10}
 		if inPlace {

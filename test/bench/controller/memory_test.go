@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
 )
 
 // controllerMetricsURL is the base URL of the controller's plain-HTTP
@@ -95,7 +96,7 @@ func saveHeapProfile(b *testing.B, name string) {
 // that the controller has seen every pod start.
 func createSettled(b *testing.B, ns string, first, n, perJobSet, podsPerJob int) {
 	b.Helper()
-	createParallel(b, n, 16, func(k int) error {
+	benchutil.Parallel(b, n, 16, func(k int) error {
 		js := &v1alpha2.JobSet{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%d", first+k), Namespace: ns},
 			Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
 )
 
 const failPatch = `{"metadata":{"labels":{"pod-fail.stage.kwok.x-k8s.io":"true"},"annotations":{"pod-fail.stage.kwok.x-k8s.io/delay":"0s"}}}`
@@ -28,7 +29,7 @@ const failPatch = `{"metadata":{"labels":{"pod-fail.stage.kwok.x-k8s.io":"true"}
 // failPods makes kwok fail the given pods, all at once.
 func failPods(b *testing.B, ns string, pods []string) {
 	b.Helper()
-	createParallel(b, len(pods), 20, func(k int) error {
+	benchutil.Parallel(b, len(pods), 20, func(k int) error {
 		_, err := cluster.Kube.CoreV1().Pods(ns).Patch(context.Background(), pods[k], types.MergePatchType, []byte(failPatch), metav1.PatchOptions{})
 		return err
 	})
@@ -108,7 +109,7 @@ func benchmarkRestart(b *testing.B, m terminationModel) {
 	controllerHalf := func() time.Duration {
 		ns := newNamespace(b, "restart-ctrl")
 		defer deleteNamespace(b, ns)
-		createParallel(b, groups, 16, func(k int) error {
+		benchutil.Parallel(b, groups, 16, func(k int) error {
 			js := &v1alpha2.JobSet{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%d", k), Namespace: ns},
 				Spec: v1alpha2.JobSetSpec{
@@ -146,7 +147,7 @@ func benchmarkRestart(b *testing.B, m terminationModel) {
 	plainHalf := func() time.Duration {
 		ns := newNamespace(b, "restart-plain")
 		defer deleteNamespace(b, ns)
-		createParallel(b, total, 50, func(k int) error {
+		benchutil.Parallel(b, total, 50, func(k int) error {
 			_, err := kube.BatchV1().Jobs(ns).Create(context.Background(), job(k), metav1.CreateOptions{})
 			return err
 		})
@@ -155,11 +156,11 @@ func benchmarkRestart(b *testing.B, m terminationModel) {
 		start := time.Now()
 		failPods(b, ns, victims)
 		fg := metav1.DeletePropagationForeground
-		createParallel(b, total, 50, func(k int) error {
+		benchutil.Parallel(b, total, 50, func(k int) error {
 			return kube.BatchV1().Jobs(ns).Delete(context.Background(), name(k), metav1.DeleteOptions{PropagationPolicy: &fg})
 		})
 		waitJobsGone(b, ns)
-		createParallel(b, total, 50, func(k int) error {
+		benchutil.Parallel(b, total, 50, func(k int) error {
 			_, err := kube.BatchV1().Jobs(ns).Create(context.Background(), job(k), metav1.CreateOptions{})
 			return err
 		})

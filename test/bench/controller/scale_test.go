@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
+	"github.com/nativejobset/jobset/test/localcluster"
 )
 
 // jobSetOf is a JobSet of perJobSet one-pod Jobs.
@@ -32,7 +33,7 @@ func jobSetOf(ns, name string, perJobSet int) *v1alpha2.JobSet {
 // createJobSets creates js-0..js-(n-1) from 16 goroutines.
 func createJobSets(b *testing.B, ns string, n, perJobSet int) {
 	b.Helper()
-	createParallel(b, n, 16, func(k int) error {
+	benchutil.Parallel(b, n, 16, func(k int) error {
 		_, err := cluster.JobSets.JobsetV1alpha2().JobSets(ns).Create(context.Background(),
 			jobSetOf(ns, fmt.Sprintf("js-%d", k), perJobSet), metav1.CreateOptions{})
 		return err
@@ -74,11 +75,11 @@ func waitAllReady(b *testing.B, ns string, n, perJobSet int) {
 // the Job controller's client limits, or its pod creation paces the run.
 func BenchmarkScale(b *testing.B) {
 	jobsets, perJobSet := envInt("BENCH_SCALE_JOBSETS", 500), envInt("BENCH_JOBS_PER_JOBSET", 4)
-	window, err := time.ParseDuration(envOr("BENCH_SCALE_WINDOW", "2m"))
+	window, err := time.ParseDuration(localcluster.EnvOr("BENCH_SCALE_WINDOW", "2m"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	resync := envOr("BENCH_SCALE_RESYNC", "30s")
+	resync := localcluster.EnvOr("BENCH_SCALE_RESYNC", "30s")
 	requirePodCapacity(b, jobsets*perJobSet)
 	restartController(b, "--resync-period="+resync)
 	for i := 0; i < b.N; i++ {
@@ -195,11 +196,4 @@ func waitQueueEmpty(b *testing.B) {
 	if err != nil {
 		b.Fatalf("the controller's queue did not drain: %v", err)
 	}
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

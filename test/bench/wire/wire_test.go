@@ -438,7 +438,7 @@ func serverStats(b *testing.B) stats {
 // growth per 1,000 JobSets), then lists it in alternating encodings.
 func benchList(b *testing.B, jsonEnc, pbEnc encoding) {
 	var sizes []int
-	for _, s := range strings.Split(envOr("BENCH_LIST_SIZES", "1000,10000"), ",") {
+	for _, s := range strings.Split(localcluster.EnvOr("BENCH_LIST_SIZES", "1000,10000"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			b.Fatalf("BENCH_LIST_SIZES: %q", s)
@@ -592,11 +592,4 @@ func watchRound(b *testing.B, enc, writer encoding, ns, name string, watchers, u
 	}
 	wg.Wait()
 	return last.Sub(start)
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
