@@ -133,7 +133,8 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 	return obj, nil
 }
 
-// meta interns the namespace, the labels and the owner references.
+// meta interns the namespace and the owner references (the labels kept are
+// interned by keepOnly).
 func (in *interner) meta(m *metav1.ObjectMeta) {
 	m.Namespace = in.get(m.Namespace)
 	for i := range m.OwnerReferences {
