@@ -52,7 +52,7 @@ WITH_KEDA ?= 0
 export WITH_KEDA
 
 .PHONY: all build tools run up update-tools down generate api-docs verify verify-codegen verify-api-docs verify-fmt vet verify-vuln dashboard verify-dashboard \
-	test test-tools test-unit test-monitoring-rules test-integration test-e2e test-node node-tools node-images prometheus-tools test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
+	test test-tools test-static-unit test-cluster-suites test-node-suites test-tools-cluster test-tools-node test-tools-trainer test-unit test-monitoring-rules test-integration test-e2e test-node node-tools node-images prometheus-tools test-migration test-faults soak test-ecosystem test-trainer test-keda keda-tools \
 	fuzz bench bench-node upstream-jobset images push release test-release clean help clear-skips
 
 all: build
@@ -139,26 +139,54 @@ vet:
 	cd hack/release && $(GO) vet ./...
 	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
-# The suites of 'make test', after the static checks and unit tests.
-TEST_SUITES := test-monitoring-rules test-release test-integration test-e2e test-node test-migration test-faults test-ecosystem
+# 'make test' is a pipeline of four steps, run by make with -j2 so that both
+# cores stay busy on a fresh machine (where building the tools costs about
+# 40 CPU minutes):
+#   test-tools-cluster   the product and the local cluster's tools, niced, in
+#                        the background (log: _output/test-tools.log)
+#   test-static-unit     the static checks and unit tests, beside it
+#   test-cluster-suites  the suites that need only the cluster's tools: they
+#                        start as soon as both steps above are done
+#   test-node-suites     the suites of the real node, the images and promtool,
+#                        whose tools (test-tools-node, niced, log:
+#                        _output/test-tools-node.log) build while the cluster
+#                        suites run.
+# Each suite still runs alone (-j1): they start clusters of their own.
+CLUSTER_SUITES := test-integration test-e2e test-migration test-faults test-ecosystem
+NODE_SUITES := test-monitoring-rules test-release test-node
+TEST_SUITES := $(CLUSTER_SUITES) $(NODE_SUITES)
 
-# On a fresh machine the tools (the cluster's programs, built from their
-# modules: about 40 CPU minutes) build in the background, niced, while the
-# static checks and unit tests run, so that both cores stay busy; their log
-# is _output/test-tools.log.
 test: clear-skips ## Everything CI runs.
 	@mkdir -p _output
-	@echo "building the tools in the background (log: _output/test-tools.log)"
-	@$(MAKE) --no-print-directory -j1 test-tools >_output/test-tools.log 2>&1 & tools=$$!; \
-	status=0; $(MAKE) --no-print-directory -j1 verify test-unit || status=$$?; \
-	if ! wait $$tools; then echo "building the tools failed; the end of _output/test-tools.log:" >&2; tail -n 40 _output/test-tools.log >&2; exit 1; fi; \
-	echo "the tools are built"; \
-	[[ $$status == 0 ]] || exit $$status
-	@$(MAKE) --no-print-directory -j1 $(TEST_SUITES)
+	@echo "building the tools in the background (logs: _output/test-tools.log, _output/test-tools-node.log)"
+	@$(MAKE) --no-print-directory -j2 test-node-suites
+
+test-static-unit:
+	@$(MAKE) --no-print-directory -j1 verify test-unit
+
+test-cluster-suites: test-static-unit test-tools-cluster
+	@echo "the cluster's tools are built"
+	@$(MAKE) --no-print-directory -j1 $(CLUSTER_SUITES)
+
+test-node-suites: test-cluster-suites test-tools-node
+	@echo "the real node's tools are built"
+	@$(MAKE) --no-print-directory -j1 $(NODE_SUITES)
+
+# tools_step <target> <log>: a niced build step of 'make test', quiet unless it fails.
+tools_step = nice -n 10 $(MAKE) --no-print-directory -j1 $(1) >$(2) 2>&1 || \
+	{ echo "$(1) failed; the end of $(2):" >&2; tail -n 40 $(2) >&2; exit 1; }
+
+test-tools-cluster:
+	@$(call tools_step,build tools test-tools-trainer,_output/test-tools.log)
+
+test-tools-node: test-tools-cluster
+	@$(call tools_step,node-tools node-images prometheus-tools,_output/test-tools-node.log)
+
+test-tools-trainer:
+	hack/build-tools.sh trainer-controller-manager
 
 # Everything the suites of 'make test' run, built or taken from the cache.
-test-tools: build tools node-tools node-images prometheus-tools
-	hack/build-tools.sh trainer-controller-manager
+test-tools: build tools test-tools-trainer node-tools node-images prometheus-tools
 
 clear-skips:
 	@rm -f _output/skipped-suites
