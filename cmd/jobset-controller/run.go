@@ -43,8 +43,10 @@ type options struct {
 	parallelism int
 
 	placementTimeout time.Duration
-	placementQPS     float32
-	placementBurst   int
+	// statusCountersInterval: controller.Options.StatusCountersInterval.
+	statusCountersInterval time.Duration
+	placementQPS           float32
+	placementBurst         int
 
 	metricsAddr       string
 	metricsMaxJobSets int
@@ -64,26 +66,27 @@ type options struct {
 
 func defaultOptions() *options {
 	return &options{
-		workers:          20,
-		qps:              500,
-		burst:            1000,
-		resync:           12 * time.Hour,
-		healthAddr:       "127.0.0.1:8081",
-		metricsAddr:      "127.0.0.1:8080",
-		secureMetrics:    newSecureMetricsOptions(),
-		parallelism:      50,
-		placementTimeout: 2 * time.Minute,
-		placementQPS:     100,
-		placementBurst:   200,
-		leaderElect:      true,
-		leNamespace:      "kube-system",
-		leName:           "jobset-controller",
-		leaseDuration:    15 * time.Second,
-		renewDeadline:    10 * time.Second,
-		retryPeriod:      2 * time.Second,
-		shutdownGrace:    10 * time.Second,
-		apiWaitTimeout:   0,
-		contentType:      runtime.ContentTypeProtobuf,
+		workers:                20,
+		qps:                    500,
+		burst:                  1000,
+		resync:                 12 * time.Hour,
+		healthAddr:             "127.0.0.1:8081",
+		metricsAddr:            "127.0.0.1:8080",
+		secureMetrics:          newSecureMetricsOptions(),
+		parallelism:            50,
+		placementTimeout:       2 * time.Minute,
+		statusCountersInterval: time.Second,
+		placementQPS:           100,
+		placementBurst:         200,
+		leaderElect:            true,
+		leNamespace:            "kube-system",
+		leName:                 "jobset-controller",
+		leaseDuration:          15 * time.Second,
+		renewDeadline:          10 * time.Second,
+		retryPeriod:            2 * time.Second,
+		shutdownGrace:          10 * time.Second,
+		apiWaitTimeout:         0,
+		contentType:            runtime.ContentTypeProtobuf,
 	}
 }
 
@@ -103,6 +106,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.placementQPS, "placement-kube-api-qps", o.placementQPS, "Queries per second of the client that places the pods of exclusive-topology Jobs (its own budget: one write per pod).")
 	fs.IntVar(&o.placementBurst, "placement-kube-api-burst", o.placementBurst, "Burst of the client that places the pods of exclusive-topology Jobs.")
 	fs.DurationVar(&o.placementTimeout, "topology-placement-timeout", o.placementTimeout, "How long the first pod of an exclusive-topology Job may stay unscheduled before the JobSet reports it (condition TopologyPlacementPending).")
+	fs.DurationVar(&o.statusCountersInterval, "status-counters-interval", o.statusCountersInterval, "Least time between two status writes of a JobSet that change only its replicatedJobsStatus counters (ready, succeeded, failed, active, suspended); changes meanwhile are written together. Other status changes are written at once. 0 writes every change at once.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect a leader through a Lease before reconciling.")
 	fs.StringVar(&o.leNamespace, "leader-elect-namespace", o.leNamespace, "Namespace of the leader election Lease.")
 	fs.StringVar(&o.leName, "leader-elect-lease-name", o.leName, "Name of the leader election Lease.")
@@ -133,6 +137,9 @@ func (o *options) validate() error {
 	}
 	if o.placementTimeout <= 0 {
 		errs = append(errs, errors.New("--topology-placement-timeout must be positive"))
+	}
+	if o.statusCountersInterval < 0 {
+		errs = append(errs, errors.New("--status-counters-interval must not be negative"))
 	}
 	if o.parallelism < 1 {
 		errs = append(errs, errors.New("--child-write-parallelism must be at least 1"))
@@ -285,7 +292,8 @@ func run(o *options) error {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
 		c, err := controller.New(kube, jsClient, factories, controller.Options{
 			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout, PlacementClient: placementKube,
-			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
+			StatusCountersInterval: o.statusCountersInterval,
+			Metrics:                m.recorder, WorkqueueMetrics: m.workqueue,
 		})
 		if err != nil {
 			klog.ErrorS(err, "Building the controller")

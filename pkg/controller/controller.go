@@ -88,6 +88,10 @@ type Options struct {
 	// PlacementClient writes the pods (and domains) of exclusive-topology
 	// Jobs, with a rate limit of its own; nil uses the controller's client.
 	PlacementClient kubernetes.Interface
+	// StatusCountersInterval spaces out the status writes of a JobSet that
+	// only change its replicatedJobsStatus counters (statusPacer); 0
+	// writes every change at once.
+	StatusCountersInterval time.Duration
 }
 
 // Controller reconciles JobSets.
@@ -117,6 +121,7 @@ type Controller struct {
 	placer      placer
 	inplace     *inPlaceTracker
 	failedPods  *failedPodTracker
+	pacer       *statusPacer
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -146,6 +151,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.parallelism = defaultParallelism
 	}
 	c.exp = newExpectations(c.clock)
+	c.pacer = newStatusPacer(c.clock, opts.StatusCountersInterval)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -277,6 +283,7 @@ func (c *Controller) jobSetDeleted(obj interface{}) {
 		return
 	}
 	c.exp.forget(key)
+	c.pacer.forget(key)
 	c.queue.Forget(key)
 }
 
@@ -381,6 +388,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	js, err := c.jsLister.JobSets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
+		c.pacer.forget(key)
 		return 0, nil
 	}
 	if err != nil {

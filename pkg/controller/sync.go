@@ -67,9 +67,12 @@ func (c *Controller) reconcile(ctx context.Context, key string, cached *jobset.J
 		}
 	}
 
-	stored, err := c.writeStatus(ctx, key, cached, s)
+	stored, held, err := c.writeStatus(ctx, key, cached, s)
 	if err != nil {
 		return 0, err
+	}
+	if held > 0 && (requeue == 0 || held < requeue) {
+		requeue = held
 	}
 	var trackErr error
 	if stored != nil {
@@ -189,33 +192,43 @@ func (c *Controller) reconcileRunning(ctx context.Context, key string, s *syncSt
 
 // writeStatus persists the new status with one write when it changed, and
 // emits the sync's events once it is stored. It returns the JobSet as
-// stored (cached when nothing was written), nil when it is gone.
-func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) (*jobset.JobSet, error) {
+// stored (cached when nothing was written), nil when it is gone. A change
+// of counters only may be held (statusPacer): it then returns the cached
+// JobSet with the new status, and how soon to sync again to write it.
+func (c *Controller) writeStatus(ctx context.Context, key string, cached *jobset.JobSet, s *syncState) (*jobset.JobSet, time.Duration, error) {
 	if apiequality.Semantic.DeepEqual(cached.Status, s.js.Status) {
 		c.emit(s.js, s.events)
-		return cached, nil
+		return cached, 0, nil
+	}
+	if len(s.events) == 0 && len(s.recorded) == 0 && countersOnly(&cached.Status, &s.js.Status) {
+		if wait := c.pacer.hold(key); wait > 0 {
+			pending := *cached
+			pending.Status = s.js.Status
+			return &pending, wait, nil
+		}
 	}
 	patch, err := statusPatch(cached, s.js)
 	if err != nil {
-		return nil, wrapf(err, "computing the status patch")
+		return nil, 0, wrapf(err, "computing the status patch")
 	}
 	stored, err := c.jsClient.JobsetV1alpha2().JobSets(s.js.Namespace).Patch(ctx, s.js.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "jobset-controller"}, "status")
 	if apierrors.IsConflict(err) {
-		return nil, errConflict
+		return nil, 0, errConflict
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, nil // deleted meanwhile (e.g. by its TTL)
+		return nil, 0, nil // deleted meanwhile (e.g. by its TTL)
 	}
 	if err != nil {
-		return nil, wrapf(err, "updating status")
+		return nil, 0, wrapf(err, "updating status")
 	}
+	c.pacer.wrote(key)
 	c.exp.wroteStatus(key, s.js.UID, &s.js.Status)
 	c.emit(s.js, s.events)
 	for _, fn := range s.recorded {
 		fn(c.metrics)
 	}
-	return stored, nil
+	return stored, 0, nil
 }
 
 // excessJobs returns current Jobs no longer described by the spec: indices
