@@ -30,6 +30,7 @@ import (
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/embeddedetcd"
 	generatedopenapi "github.com/nativejobset/jobset/pkg/generated/openapi"
+	"github.com/nativejobset/jobset/pkg/version"
 )
 
 const etcdPathPrefix = "/registry/jobset.x-k8s.io"
@@ -223,7 +224,7 @@ func (o *Options) Config() (*Config, error) {
 	o.Recommended.ExtraAdmissionInitializers = admissionInitializers
 
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
-	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.EffectiveVersion = servedVersion{EffectiveVersion: compatibility.DefaultBuildEffectiveVersion(), build: version.Get()}
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
 
 	namer := openapi.NewDefinitionNamer(Scheme)
