@@ -57,7 +57,7 @@ module_of() {
   case "$1" in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) echo "kube k8s.io/kubernetes/cmd/$1" ;;
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
-    kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok" ;;
+    kwok) echo "kube sigs.k8s.io/kwok/cmd/kwok" ;; # on kube's k8s.io modules: shared packages compile once
     metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
     keda-operator) echo "keda github.com/kedacore/keda/v2/cmd/operator" ;;
     keda-adapter) echo "keda github.com/kedacore/keda/v2/cmd/adapter" ;;
