@@ -58,7 +58,7 @@ module_of() {
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) echo "kube k8s.io/kubernetes/cmd/$1" ;;
     etcd) echo "etcd go.etcd.io/etcd/server/v3" ;;
     kwok) echo "kube sigs.k8s.io/kwok/cmd/kwok" ;; # on kube's k8s.io modules: shared packages compile once
-    metrics-server) echo "kube sigs.k8s.io/metrics-server/cmd/metrics-server" ;; # likewise
+    metrics-server) echo "metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server" ;;
     keda-operator) echo "keda github.com/kedacore/keda/v2/cmd/operator" ;;
     keda-adapter) echo "keda github.com/kedacore/keda/v2/cmd/adapter" ;;
     trainer-controller-manager) echo "trainer github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager" ;;
@@ -72,16 +72,11 @@ module_of() {
   esac
 }
 
-# ldflags_for <module> <tool>: the link flags of a tool's binary.
 ldflags_for() {
-  # metrics-server reports its version through client-go's version package,
-  # which the kube binaries stamp with Kubernetes' version.
-  if [[ "$2" == metrics-server ]]; then
-    echo "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}"
-    return
-  fi
   case "$1" in
     kube) tools::ldflags_kube ;;
+    # metrics-server reports its version through client-go's version package.
+    metrics-server) echo "-s -w -X k8s.io/client-go/pkg/version.gitVersion=${METRICS_SERVER_VERSION}" ;;
     keda) echo "-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION}" ;;
     # containerd reports its version to the kubelet over CRI.
     containerd) echo "-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" ;;
@@ -181,28 +176,19 @@ for mod in "${!todo[@]}"; do
   start=${SECONDS}
   (
     cd "${ROOT}/hack/tools/${mod}"
-    tags="$(tools::build_tags "${mod}")"
-    # Tools named after their package and linked with the module's flags
-    # build in one command (their links run in parallel); the others one by
-    # one, where -o names the file (later builds reuse the build cache).
-    together=() apart=()
+    same=1
     for i in "${!tools[@]}"; do
-      if [[ "${tools[i]}" == "${pkgs[i]##*/}" && "$(ldflags_for "${mod}" "${tools[i]}")" == "$(ldflags_for "${mod}" "")" ]]; then
-        together+=("${i}")
-      else
-        apart+=("${i}")
-      fi
+      [[ "${tools[i]}" == "${pkgs[i]##*/}" ]] || same=0
     done
-    if [[ ${#together[@]} -gt 1 ]]; then
-      group=()
-      for i in "${together[@]}"; do group+=("${pkgs[i]}"); done
-      nice -n "${NICE}" go build -trimpath -tags "${tags}" -ldflags "$(ldflags_for "${mod}" "")" -o "${tmp}/" "${group[@]}"
+    if [[ ${#pkgs[@]} -gt 1 && ${same} -eq 1 ]]; then
+      # One command builds them all, each named after its package.
+      nice -n "${NICE}" go build -trimpath -tags "$(tools::build_tags "${mod}")" -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/" "${pkgs[@]}"
     else
-      apart+=("${together[@]}")
+      # -o names the file; the second and later builds reuse the build cache.
+      for i in "${!tools[@]}"; do
+        nice -n "${NICE}" go build -trimpath -tags "$(tools::build_tags "${mod}")" -ldflags "$(ldflags_for "${mod}")" -o "${tmp}/${tools[i]}" "${pkgs[i]}"
+      done
     fi
-    for i in "${apart[@]}"; do
-      nice -n "${NICE}" go build -trimpath -tags "${tags}" -ldflags "$(ldflags_for "${mod}" "${tools[i]}")" -o "${tmp}/${tools[i]}" "${pkgs[i]}"
-    done
   )
   echo "    done in $((SECONDS - start))s"
   for t in "${tools[@]}"; do

@@ -16,9 +16,8 @@ KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubele
 # Every binary hack/build-tools.sh produces.
 ALL_TOOLS=("${KUBE_TOOLS[@]}" etcd kwok metrics-server)
 # Tool modules (directories under hack/tools/) whose go.mod/go.sum pin the
-# builds. kwok and metrics-server are built in kube's, on the same k8s.io
-# modules.
-TOOL_MODULES=(kube etcd)
+# builds. kwok is built in kube's, on the same k8s.io modules.
+TOOL_MODULES=(kube etcd metrics-server)
 # Optional tool modules: built only when one of their tools is named on the
 # command line. Each has a hash and a cache entry of its own, so adding or
 # bumping one never rebuilds the control plane above.
@@ -62,7 +61,7 @@ tools::check_modules() {
   check kube k8s.io/kubernetes "${KUBERNETES_VERSION}"
   check etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}"
   check kube sigs.k8s.io/kwok "${KWOK_VERSION}"
-  check kube sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
+  check metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}"
   check keda github.com/kedacore/keda/v2 "${KEDA_VERSION}"
   check trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}"
   check containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}"

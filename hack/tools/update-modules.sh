@@ -5,7 +5,7 @@
 # Run this after editing hack/versions.env and commit the result. Needs the Go
 # module proxy. Does not build anything; hack/build-tools.sh does that.
 #
-# Usage: hack/tools/update-modules.sh [kube|etcd|keda|trainer|containerd|cni|coredns|prometheus|localtool ...]
+# Usage: hack/tools/update-modules.sh [kube|etcd|metrics-server|keda|trainer|containerd|cni|coredns|prometheus|localtool ...]
 set -euo pipefail
 
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,10 +31,9 @@ update_kube() {
   # it with a directory of its own tree. Outside that tree the replacements are
   # ignored, so we pin each staging module to its published version instead.
   # The list of staging modules is taken from the pinned kubernetes go.mod.
-  # kwok and metrics-server are built in this module too: against the same
-  # k8s.io modules, the packages they share with the kube binaries compile
-  # once (each in a module of its own, on older k8s.io versions, was a build
-  # of its own: kwok's took 10 minutes, metrics-server's 4 on a fresh machine).
+  # kwok is built in this module too: against the same k8s.io modules, the
+  # packages it shares with the kube binaries compile once (in a module of
+  # its own, on older k8s.io versions, it was a 10-minute build of its own).
   kmod="$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')"
   [[ -f "${kmod}" ]] || tools::die "could not download k8s.io/kubernetes@${KUBERNETES_VERSION}"
   local staging
@@ -47,14 +46,12 @@ update_kube() {
     echo "require ("
     echo "	k8s.io/kubernetes ${KUBERNETES_VERSION}"
     echo "	sigs.k8s.io/kwok ${KWOK_VERSION}"
-    echo "	sigs.k8s.io/metrics-server ${METRICS_SERVER_VERSION}"
     echo ")"
     echo
     echo "tool ("
     local t
     for t in "${KUBE_TOOLS[@]}"; do echo "	k8s.io/kubernetes/cmd/${t}"; done
     echo "	sigs.k8s.io/kwok/cmd/kwok"
-    echo "	sigs.k8s.io/metrics-server/cmd/metrics-server"
     echo ")"
     echo
     echo "replace ("
@@ -131,12 +128,13 @@ update_localtool() {
 }
 
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd "${OPTIONAL_TOOL_MODULES[@]}" localtool)
+[[ ${#targets[@]} -gt 0 ]] || targets=(kube etcd metrics-server "${OPTIONAL_TOOL_MODULES[@]}" localtool)
 for t in "${targets[@]}"; do
   echo "==> updating hack/tools/${t}"
   case "${t}" in
     kube) update_kube ;;
     etcd) update_simple etcd go.etcd.io/etcd/server/v3 "${ETCD_VERSION}" go.etcd.io/etcd/server/v3 ;;
+    metrics-server) update_simple metrics-server sigs.k8s.io/metrics-server "${METRICS_SERVER_VERSION}" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     keda) update_keda ;;
     trainer) update_simple trainer github.com/kubeflow/trainer/v2 "${TRAINER_VERSION}" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
     containerd) update_simple containerd github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}" \
