@@ -139,7 +139,7 @@ vet:
 	cd hack/release && $(GO) vet ./...
 	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
-# 'make test' is a pipeline of four steps, run by make with -j2 so that both
+# 'make test' builds the product, then runs a pipeline of four steps, run by make with -j2 so that both
 # cores stay busy on a fresh machine (where building the tools costs about
 # 40 CPU minutes):
 #   test-tools-cluster   the product and the local cluster's tools, niced, in
@@ -158,6 +158,10 @@ TEST_SUITES := $(CLUSTER_SUITES) $(NODE_SUITES)
 
 test: clear-skips ## Everything CI runs.
 	@mkdir -p _output
+	@# The product first, on both cores: the k8s.io packages it compiles
+	@# (api, client-go, apiserver) are the ones the tools and the unit tests
+	@# build on, and two go commands started together would each compile them.
+	@$(MAKE) --no-print-directory build
 	@echo "building the tools in the background (logs: _output/test-tools.log, _output/test-tools-node.log)"
 	@$(MAKE) --no-print-directory -j2 test-node-suites
 

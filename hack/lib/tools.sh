@@ -75,9 +75,38 @@ tools::check_modules() {
     echo "${m}" >&2
     bad=1
   fi
+  # The kube module builds with the product's tags and, for the modules both
+  # require, at least the product's versions (update-modules.sh aligns them):
+  # otherwise the k8s.io packages both use compile twice on a fresh machine.
+  local tags
+  tags="$(sed -n 's/^GO_BUILD_TAGS ?= *//p' "${TOOLS_LIB_ROOT}/Makefile")"
+  if [[ "${tags}" != "$(tools::build_tags kube)" ]]; then
+    echo "hack/lib/tools.sh builds the kube binaries with tags '$(tools::build_tags kube)', the Makefile's GO_BUILD_TAGS is '${tags}'" >&2
+    bad=1
+  fi
+  m="$(tools::behind_product "${dir}/kube/go.mod")"
+  if [[ -n "${m}" ]]; then
+    echo "hack/tools/kube/go.mod requires older versions than the product's go.mod:" >&2
+    echo "${m}" >&2
+    bad=1
+  fi
   if [[ ${bad} -ne 0 ]]; then
     tools::die "tool modules are out of date; run hack/tools/update-modules.sh"
   fi
+}
+
+# tools::behind_product <go.mod>: the modules that <go.mod> requires at an
+# older version than the product's go.mod does, one "module tool product" line each.
+tools::behind_product() {
+  local m v pv
+  # Requirements of both files: "path version" (replace lines left out).
+  reqs() { awk '$0 ~ /=>/ {next} $1 == "require" && NF >= 3 && $2 != "(" {print $2, $3; next} /^\t[^ ]+ v/ {print $1, $2}' "$1"; }
+  while read -r m v; do
+    pv="$(reqs "${TOOLS_LIB_ROOT}/go.mod" | awk -v m="${m}" '$1 == m {print $2}')"
+    [[ -n "${pv}" && "${pv}" != "${v}" ]] || continue
+    [[ "$(printf '%s\n%s\n' "${v}" "${pv}" | sort -V | tail -n1)" == "${pv}" ]] && echo "${m} ${v} ${pv}"
+  done < <(reqs "$1")
+  return 0
 }
 
 # tools::hash: hash of everything that decides what the tool binaries are: the
@@ -95,6 +124,7 @@ tools::hash() {
     done
     echo "== build"
     tools::ldflags_kube
+    echo "tags: $(tools::build_tags kube)"
     go env GOVERSION GOOS GOARCH
   } | sha256sum | cut -c1-16
 }
@@ -116,6 +146,12 @@ tools::build_tags() {
     # static_configs (file and http SD are always in). netgo as upstream's
     # release builds.
     prometheus) echo "netgo remove_all_sd enable_kubernetes_sd" ;;
+    # The kube binaries and kwok with the product's build tags (GO_BUILD_TAGS
+    # in the Makefile): fieldsv1string changes k8s.io/apimachinery's meta/v1,
+    # which every k8s.io package imports, so only with the same tags do the
+    # k8s.io packages the product also uses (api, client-go, apiserver)
+    # compile once for both.
+    kube) echo "fieldsv1string" ;;
     *) echo "" ;;
   esac
 }

@@ -61,6 +61,38 @@ update_kube() {
   } >>"${dir}/go.mod"
   rm -f "${dir}/go.sum"
   (cd "${dir}" && go mod tidy)
+  align_with_product "${dir}"
+}
+
+# align_with_product <dir>: require, in the tool module at <dir>, the
+# product's version of every module that both build from (golang.org/x/net,
+# grpc, OpenTelemetry, the etcd client, ...). A package compiles once for
+# both only when its whole dependency tree is the same, and the kube binaries
+# share k8s.io/api, client-go and apiserver with the product: on a fresh
+# machine that is many CPU minutes of 'make test'. Minimal version selection
+# keeps whichever version is higher; a module the tool needs newer than the
+# product's is reported, to be bumped in the product's go.mod.
+align_with_product() {
+  local dir="$1" product tool m v pv
+  product="$(cd "${ROOT}" && go list -deps -test -tags "$(tools::build_tags kube)" \
+    -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | sort -u)"
+  tool="$(cd "${dir}" && go list -deps -tags "$(tools::build_tags kube)" \
+    -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' tool | sort -u)"
+  local edits=()
+  while read -r m v; do
+    pv="$(awk -v m="${m}" '$1 == m {print $2}' <<<"${product}")"
+    [[ -n "${pv}" && "${pv}" != "${v}" ]] && edits+=("-require=${m}@${pv}")
+  done <<<"${tool}"
+  [[ ${#edits[@]} -gt 0 ]] || return 0
+  (cd "${dir}" && go mod edit "${edits[@]}" && go mod tidy)
+  tool="$(cd "${dir}" && go list -deps -tags "$(tools::build_tags kube)" \
+    -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' tool | sort -u)"
+  while read -r m v; do
+    pv="$(awk -v m="${m}" '$1 == m {print $2}' <<<"${product}")"
+    if [[ -n "${pv}" && "${pv}" != "${v}" ]]; then
+      echo "note: hack/tools/$(basename "${dir}") needs ${m} ${v}, the product requires ${pv}: bump it in go.mod so that both compile it once" >&2
+    fi
+  done <<<"${tool}"
 }
 
 # update_simple <name> <module> <version> <tool package> ...: a module
