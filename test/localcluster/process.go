@@ -26,10 +26,20 @@ func ProcessStartTime(pid int) (string, error) {
 		return "", errors.New("unparsable stat")
 	}
 	fields := strings.Fields(s[i+2:])
-	if len(fields) < 20 || fields[0] == "Z" {
+	if len(fields) < 20 || (fields[0] == "Z" && !threadsExiting(pid)) {
 		return "", errors.New("process exited")
 	}
 	return fields[19], nil
+}
+
+// threadsExiting reports whether a zombie's other threads are still on their
+// way out. The first thread of a killed Go process can be a zombie while the
+// others still hold its open files, its listening sockets among them: a
+// restart that binds the same port at that moment fails with "address
+// already in use".
+func threadsExiting(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err == nil && len(tasks) > 1
 }
 
 // Process is a running component of the stack as hack/local-up.sh records
