@@ -139,9 +139,9 @@ vet:
 	cd hack/release && $(GO) vet ./...
 	cd hack/dashboard && $(GO) vet -tags '$(GO_BUILD_TAGS)' ./...
 
-# 'make test' builds the product, then runs a pipeline of four steps, run by make with -j2 so that both
-# cores stay busy on a fresh machine (where building the tools costs about
-# 40 CPU minutes):
+# 'make test' builds the product, then runs a pipeline of four steps, run
+# by make with -j2 so that both cores stay busy on a fresh machine (where
+# building the tools costs about 40 CPU minutes):
 #   test-tools-cluster   the product and the local cluster's tools, niced, in
 #                        the background (log: _output/test-tools.log)
 #   test-static-unit     the static checks and unit tests, beside it

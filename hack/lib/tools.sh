@@ -75,15 +75,9 @@ tools::check_modules() {
     echo "${m}" >&2
     bad=1
   fi
-  # The kube module builds with the product's tags and, for the modules both
-  # require, at least the product's versions (update-modules.sh aligns them):
-  # otherwise the k8s.io packages both use compile twice on a fresh machine.
-  local tags
-  tags="$(sed -n 's/^GO_BUILD_TAGS ?= *//p' "${TOOLS_LIB_ROOT}/Makefile")"
-  if [[ "${tags}" != "$(tools::build_tags kube)" ]]; then
-    echo "hack/lib/tools.sh builds the kube binaries with tags '$(tools::build_tags kube)', the Makefile's GO_BUILD_TAGS is '${tags}'" >&2
-    bad=1
-  fi
+  # For the modules both require, the kube module needs at least the
+  # product's versions (update-modules.sh aligns them): otherwise the k8s.io
+  # packages both use compile twice on a fresh machine.
   m="$(tools::behind_product "${dir}/kube/go.mod")"
   if [[ -n "${m}" ]]; then
     echo "hack/tools/kube/go.mod requires older versions than the product's go.mod:" >&2
@@ -95,17 +89,28 @@ tools::check_modules() {
   fi
 }
 
-# tools::behind_product <go.mod>: the modules that <go.mod> requires at an
-# older version than the product's go.mod does, one "module tool product" line each.
+# tools::requirements <go.mod>: its requirements, "module version" per
+# line, sorted (replacements left out).
+tools::requirements() {
+  awk '$0 ~ /=>/ {next}
+    $1 == "require" && NF >= 3 && $2 != "(" {print $2, $3; next}
+    /^\t[^ ]+ v/ {print $1, $2}' "$1" | LC_ALL=C sort
+}
+
+# tools::differences_with_product <go.mod>: the modules that <go.mod> and
+# the product's go.mod both require at different versions, one
+# "module tool-version product-version" line each.
+tools::differences_with_product() {
+  LC_ALL=C join <(tools::requirements "$1") <(tools::requirements "${TOOLS_LIB_ROOT}/go.mod") | awk '$2 != $3'
+}
+
+# tools::behind_product <go.mod>: those of the differences where the
+# product's version is the newer.
 tools::behind_product() {
   local m v pv
-  # Requirements of both files: "path version" (replace lines left out).
-  reqs() { awk '$0 ~ /=>/ {next} $1 == "require" && NF >= 3 && $2 != "(" {print $2, $3; next} /^\t[^ ]+ v/ {print $1, $2}' "$1"; }
-  while read -r m v; do
-    pv="$(reqs "${TOOLS_LIB_ROOT}/go.mod" | awk -v m="${m}" '$1 == m {print $2}')"
-    [[ -n "${pv}" && "${pv}" != "${v}" ]] || continue
+  while read -r m v pv; do
     [[ "$(printf '%s\n%s\n' "${v}" "${pv}" | sort -V | tail -n1)" == "${pv}" ]] && echo "${m} ${v} ${pv}"
-  done < <(reqs "$1")
+  done < <(tools::differences_with_product "$1")
   return 0
 }
 
@@ -146,12 +151,12 @@ tools::build_tags() {
     # static_configs (file and http SD are always in). netgo as upstream's
     # release builds.
     prometheus) echo "netgo remove_all_sd enable_kubernetes_sd" ;;
-    # The kube binaries and kwok with the product's build tags (GO_BUILD_TAGS
-    # in the Makefile): fieldsv1string changes k8s.io/apimachinery's meta/v1,
-    # which every k8s.io package imports, so only with the same tags do the
-    # k8s.io packages the product also uses (api, client-go, apiserver)
-    # compile once for both.
-    kube) echo "fieldsv1string" ;;
+    # The kube binaries and kwok with the product's build tags (the
+    # Makefile's GO_BUILD_TAGS): fieldsv1string changes k8s.io/apimachinery's
+    # meta/v1, which every k8s.io package imports, so only with the same tags
+    # do the k8s.io packages the product also uses (api, client-go,
+    # apiserver) compile once for both.
+    kube) sed -n 's/^GO_BUILD_TAGS ?= *//p' "${TOOLS_LIB_ROOT}/Makefile" ;;
     *) echo "" ;;
   esac
 }

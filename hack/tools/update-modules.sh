@@ -73,26 +73,16 @@ update_kube() {
 # keeps whichever version is higher; a module the tool needs newer than the
 # product's is reported, to be bumped in the product's go.mod.
 align_with_product() {
-  local dir="$1" product tool m v pv
-  product="$(cd "${ROOT}" && go list -deps -test -tags "$(tools::build_tags kube)" \
-    -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' ./... | sort -u)"
-  tool="$(cd "${dir}" && go list -deps -tags "$(tools::build_tags kube)" \
-    -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' tool | sort -u)"
-  local edits=()
-  while read -r m v; do
-    pv="$(awk -v m="${m}" '$1 == m {print $2}' <<<"${product}")"
-    [[ -n "${pv}" && "${pv}" != "${v}" ]] && edits+=("-require=${m}@${pv}")
-  done <<<"${tool}"
+  local dir="$1" m v pv edits=()
+  while read -r m v pv; do
+    edits+=("-require=${m}@${pv}")
+  done < <(tools::differences_with_product "${dir}/go.mod")
   [[ ${#edits[@]} -gt 0 ]] || return 0
   (cd "${dir}" && go mod edit "${edits[@]}" && go mod tidy)
-  tool="$(cd "${dir}" && go list -deps -tags "$(tools::build_tags kube)" \
-    -f '{{with .Module}}{{if not .Replace}}{{.Path}} {{.Version}}{{end}}{{end}}' tool | sort -u)"
-  while read -r m v; do
-    pv="$(awk -v m="${m}" '$1 == m {print $2}' <<<"${product}")"
-    if [[ -n "${pv}" && "${pv}" != "${v}" ]]; then
-      echo "note: hack/tools/$(basename "${dir}") needs ${m} ${v}, the product requires ${pv}: bump it in go.mod so that both compile it once" >&2
-    fi
-  done <<<"${tool}"
+  # What is left differs because the tool needs the newer version.
+  while read -r m v pv; do
+    echo "note: hack/tools/$(basename "${dir}") needs ${m} ${v}, the product requires ${pv}: bump it in go.mod so that both compile it once" >&2
+  done < <(tools::differences_with_product "${dir}/go.mod")
 }
 
 # update_simple <name> <module> <version> <tool package> ...: a module
