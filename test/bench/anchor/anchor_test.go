@@ -168,7 +168,6 @@ func report(b *testing.B, got map[string][]figures) {
 // client without.
 func onFreshCluster(b *testing.B, sd side, s shape) figures {
 	b.Helper()
-	portBase, _ := strconv.Atoi(localcluster.EnvOr("BENCH_PORT_BASE", "31000"))
 	nodes, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODES", "50"))
 	nodePods, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODE_PODS", "200"))
 	// Foreground deletion keeps an attempt's pods from overlapping the
@@ -176,10 +175,29 @@ func onFreshCluster(b *testing.B, sd side, s shape) figures {
 	if nodes*nodePods < s.jobs*s.pods+100 {
 		b.Fatalf("%d nodes × %d pods do not hold the %d pods of %s and some room: raise BENCH_NODES or BENCH_NODE_PODS", nodes, nodePods, s.jobs*s.pods, s)
 	}
+	var f figures
+	withFreshCluster(b, sd.name, func(c *localcluster.Cluster, _ *upstream) {
+		if out, err := c.Kubectl("", "create", "namespace", benchNamespace); err != nil {
+			b.Fatalf("creating namespace: %v\n%s", err, out)
+		}
+		f = sd.run(b, c, s)
+	})
+	return f
+}
+
+// withFreshCluster brings a cluster up for the named side ("ours" with the
+// JobSet components; "upstream" with upstream's installed instead; any
+// other name with neither), runs fn on it, and tears it down. u is nil
+// but for upstream.
+func withFreshCluster(b *testing.B, sideName string, fn func(c *localcluster.Cluster, u *upstream)) {
+	b.Helper()
+	portBase, _ := strconv.Atoi(localcluster.EnvOr("BENCH_PORT_BASE", "31000"))
+	nodes, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODES", "50"))
+	nodePods, _ := strconv.Atoi(localcluster.EnvOr("BENCH_NODE_PODS", "200"))
 	limits := "--kube-api-qps=500 --kube-api-burst=1000"
 	c, err := localcluster.Start(localcluster.Options{
 		Prefix: "BENCH_", Dir: "_output/bench-anchor", PortBase: portBase, Nodes: nodes,
-		WithoutJobSet: sd.name != "ours",
+		WithoutJobSet: sideName != "ours",
 		Env: []string{
 			// make build tools upstream-jobset come first.
 			"SKIP_BUILD=1",
@@ -192,17 +210,14 @@ func onFreshCluster(b *testing.B, sd side, s shape) figures {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if sd.name == "upstream" {
-		u, err := startUpstream(c, portBase)
-		if err != nil {
+	var u *upstream
+	if sideName == "upstream" {
+		if u, err = startUpstream(c, portBase); err != nil {
 			b.Fatal(err)
 		}
 		defer u.stop()
 	}
-	if out, err := c.Kubectl("", "create", "namespace", benchNamespace); err != nil {
-		b.Fatalf("creating namespace: %v\n%s", err, out)
-	}
-	return sd.run(b, c, s)
+	fn(c, u)
 }
 
 // protoKube is a client of the cluster speaking protobuf, with the

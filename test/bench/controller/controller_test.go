@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
 	"github.com/nativejobset/jobset/test/localcluster"
 )
 
@@ -98,21 +98,11 @@ func controllerRSSMiB(b *testing.B) float64 {
 	if err != nil {
 		b.Fatalf("controller pid: %v", err)
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := benchutil.ProcessRSSMiB(pid)
 	if err != nil {
 		b.Fatalf("controller memory: %v", err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, err := strconv.Atoi(strings.Fields(line)[1])
-			if err != nil || kb <= 0 {
-				b.Fatalf("controller memory: bad VmRSS line %q", line)
-			}
-			return float64(kb) / 1024
-		}
-	}
-	b.Fatalf("controller memory: no VmRSS in /proc/%d/status", pid)
-	return 0
+	return rss
 }
 
 // BenchmarkChildJobCreation: N JobSets created at once; the op ends when all

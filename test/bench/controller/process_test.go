@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,12 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/test/benchutil"
 	"github.com/nativejobset/jobset/test/localcluster"
 )
-
-// clockTicks is the kernel's USER_HZ, the unit of utime and stime in
-// /proc/<pid>/stat (100 on every Linux architecture Go supports here).
-const clockTicks = 100
 
 // controllerCPUSeconds is the controller's user+system CPU time so far.
 func controllerCPUSeconds(b *testing.B) float64 {
@@ -33,45 +29,25 @@ func controllerCPUSeconds(b *testing.B) float64 {
 	if err != nil {
 		b.Fatalf("controller pid: %v", err)
 	}
-	cpu, err := processCPUSeconds(pid)
+	cpu, err := benchutil.ProcessCPUSeconds(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return cpu
 }
 
-// processCPUSeconds is a process's user+system CPU time so far, from
-// /proc/<pid>/stat.
-func processCPUSeconds(pid int) (float64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; fields after it are
-	// counted from its closing parenthesis: utime and stime are fields 14
-	// and 15 of the line, 12 and 13 after the name.
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parsing %q", s)
-	}
-	return (utime + stime) / clockTicks, nil
-}
-
 // clusterCPUSeconds is the CPU time so far of every process of the local
 // cluster (by component, from its pid files) and of this benchmark.
 func clusterCPUSeconds() map[string]float64 {
 	out := map[string]float64{}
-	if cpu, err := processCPUSeconds(os.Getpid()); err == nil {
+	if cpu, err := benchutil.ProcessCPUSeconds(os.Getpid()); err == nil {
 		out["benchmark process"] = cpu
 	}
 	files, _ := filepath.Glob(filepath.Join(cluster.LocalDir, "pids", "*.pid"))
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".pid")
 		if pid, err := cluster.PID(name); err == nil {
-			if cpu, err := processCPUSeconds(pid); err == nil {
+			if cpu, err := benchutil.ProcessCPUSeconds(pid); err == nil {
 				out[name] = cpu
 			}
 		}

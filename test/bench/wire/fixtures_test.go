@@ -42,6 +42,13 @@ func benchJobSet(ns, name string) *v1alpha2.JobSet {
 	}
 }
 
+// workersOnly drops the driver: the JobSet's one replicatedJob then has
+// the pod template of the suspended Job it is compared with.
+func workersOnly(js *v1alpha2.JobSet) *v1alpha2.JobSet {
+	js.Spec.ReplicatedJobs = js.Spec.ReplicatedJobs[1:]
+	return js
+}
+
 func jobTemplate(pods int32, role string) batchv1.JobTemplateSpec {
 	env := []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
 	for i := range 8 {

@@ -1,0 +1,398 @@
+package anchor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	clientset "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
+	"github.com/nativejobset/jobset/test/benchutil"
+	"github.com/nativejobset/jobset/test/localcluster"
+)
+
+// BenchmarkSettledJobSets: many small JobSets at rest, on ours and on
+// upstream v0.12.0, each on a fresh cluster, the order of the two sides
+// alternating from op to op. BENCH_SETTLED_JOBSETS (default 10000) JobSets
+// of one Job each are created (the first 1,000 in one namespace, the rest
+// in another); once every Job exists and no JobSet has changed for a
+// while, the benchmark waits BENCH_SETTLED_WINDOW (default 90s, longer
+// than the watch cache's 75 s of event history) and measures, over that
+// window, the CPU of the JobSet controller; then, after a forced garbage
+// collection, the RSS and live Go heap of the API servers against what
+// they held before the first create (heap profiles kept in
+// _output/bench-anchor-profiles). Last, BENCH_LIST_SAMPLES (default 5)
+// pairs of lists, one JSON and one protobuf client, alternating which
+// goes first, of the 1,000 and of every JobSet, through kube-apiserver.
+//
+// The Jobs have parallelism BENCH_SETTLED_PODS (default 0: no pods; pods
+// cost kube-apiserver and kwok the same on both sides, and 10,000 of them
+// would take most of the run).
+//
+//	make build tools upstream-jobset
+//	flock /tmp/cluster.lock go test -tags fieldsv1string -run '^$' -bench SettledJobSets -benchtime 2x -timeout 120m -v ./test/bench/anchor/
+func BenchmarkSettledJobSets(b *testing.B) {
+	n := envInt(b, "BENCH_SETTLED_JOBSETS", 10000)
+	pods := envInt(b, "BENCH_SETTLED_PODS", 0)
+	window, err := time.ParseDuration(localcluster.EnvOr("BENCH_SETTLED_WINDOW", "90s"))
+	if err != nil {
+		b.Fatalf("BENCH_SETTLED_WINDOW: %v", err)
+	}
+	samples := envInt(b, "BENCH_LIST_SAMPLES", 5)
+	got := map[string][]settled{}
+	for i := 0; i < b.N; i++ {
+		order := []string{"ours", "upstream"}
+		if i%2 == 1 {
+			order = []string{"upstream", "ours"}
+		}
+		for _, name := range order {
+			withFreshCluster(b, name, func(c *localcluster.Cluster, u *upstream) {
+				s := settle(b, c, u, name, i, n, pods, window, samples)
+				b.Logf("%s: %s", name, s)
+				got[name] = append(got[name], s)
+			})
+		}
+	}
+	reportSettled(b, got, n)
+}
+
+func envInt(b *testing.B, key string, def int) int {
+	v, err := strconv.Atoi(localcluster.EnvOr(key, strconv.Itoa(def)))
+	if err != nil || v < 0 {
+		b.Fatalf("%s: not a count: %q", key, os.Getenv(key))
+	}
+	return v
+}
+
+// settled is what one side measured.
+type settled struct {
+	create, allJobs time.Duration
+	// API servers' growth in MiB over the n JobSets: kube-apiserver on
+	// both sides (it holds the Jobs and Services on both, the JobSets on
+	// upstream's), jobset-apiserver on ours.
+	kubeRSS, kubeHeap, ourRSS, ourHeap float64
+	// The JobSet controller at rest: CPU over the window (s), RSS (MiB).
+	controllerCPU, controllerRSS float64
+	window                       time.Duration
+	// Median list times by "<size>/<encoding>".
+	lists map[string]time.Duration
+}
+
+func (s settled) String() string {
+	return fmt.Sprintf("created in %.1fs, all Jobs after %.1fs; kube-apiserver +%.1f MiB RSS (+%.1f live heap), jobset-apiserver +%.1f MiB RSS (+%.1f live heap); controller %.2f CPU-s over %s, RSS %.1f MiB; lists %v",
+		s.create.Seconds(), s.allJobs.Seconds(), s.kubeRSS, s.kubeHeap, s.ourRSS, s.ourHeap,
+		s.controllerCPU, s.window, s.controllerRSS, s.lists)
+}
+
+const (
+	smallNamespace, restNamespace = "settled-1000", "settled-rest"
+	smallList                     = 1000
+)
+
+func settledJobSet(ns string, i, pods int) *v1alpha2.JobSet {
+	spec := podTemplate(1)
+	spec.Parallelism = ptr.To(int32(pods))
+	return &v1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("js-%05d", i), Namespace: ns},
+		Spec: v1alpha2.JobSetSpec{ReplicatedJobs: []v1alpha2.ReplicatedJob{{
+			Name: rjName, Replicas: ptr.To(int32(1)),
+			Template: batchv1.JobTemplateSpec{Spec: spec},
+		}}},
+	}
+}
+
+// settle runs one side: the baseline, the JobSets, the wait until they
+// rest, the window, the measures, the lists.
+func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op, n, pods int, window time.Duration, samples int) settled {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ns := range []string{smallNamespace, restNamespace} {
+		if out, err := c.Kubectl("", "create", "namespace", ns); err != nil {
+			b.Fatalf("creating namespace: %v\n%s", err, out)
+		}
+	}
+	// JSON: upstream's CRD speaks no protobuf.
+	cfg := rest.CopyConfig(c.Config)
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	cfg.QPS, cfg.Burst = -1, 0
+	jobsets := clientset.NewForConfigOrDie(cfg)
+	kube := protoKube(c, -1, 0)
+
+	servers := []apiServer{{"kube-apiserver", c.Config}}
+	if side == "ours" {
+		servers = append(servers, apiServer{"jobset-apiserver", jobSetAPIServerConfig(b, c)})
+	}
+	before := map[string]memory{}
+	for _, s := range servers {
+		before[s.name] = s.memory(b, c, "")
+	}
+
+	quiet := watchQuiet(ctx, b, jobsets)
+	start := time.Now()
+	benchutil.Parallel(b, n, 16, func(i int) error {
+		ns := restNamespace
+		if i < smallList {
+			ns = smallNamespace
+		}
+		_, err := jobsets.JobsetV1alpha2().JobSets(ns).Create(ctx, settledJobSet(ns, i, pods), metav1.CreateOptions{})
+		return err
+	})
+	var s settled
+	s.create = time.Since(start)
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, phaseTimeout, true, func(ctx context.Context) (bool, error) {
+		have := 0
+		for _, ns := range []string{smallNamespace, restNamespace} {
+			list, err := kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false, nil
+			}
+			have += len(list.Items)
+		}
+		return have >= n, nil
+	})
+	if err != nil {
+		b.Fatalf("waiting for %d Jobs: %v", n, err)
+	}
+	s.allJobs = time.Since(start)
+	// At rest: no JobSet written for 15 s.
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, phaseTimeout, true, func(context.Context) (bool, error) {
+		return quiet() > 15*time.Second, nil
+	}); err != nil {
+		b.Fatalf("the JobSets did not come to rest: %v", err)
+	}
+
+	pid := controllerPID(b, c, u)
+	cpu0 := cpuSeconds(b, pid)
+	// Nothing changes during the window; it outlasts the watch cache's
+	// event history, so what remains is what the servers hold at rest.
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+	}
+	s.controllerCPU, s.window = cpuSeconds(b, pid)-cpu0, window
+	if quiet() < window {
+		b.Logf("%s: a JobSet changed during the window (%s ago)", side, quiet().Round(time.Second))
+	}
+	var err2 error
+	if s.controllerRSS, err2 = benchutil.ProcessRSSMiB(pid); err2 != nil {
+		b.Fatal(err2)
+	}
+	profile := fmt.Sprintf("%s-%d", side, op)
+	for _, srv := range servers {
+		after := srv.memory(b, c, profile)
+		rss, heap := after.rssMiB-before[srv.name].rssMiB, after.heapMiB-before[srv.name].heapMiB
+		if srv.name == "kube-apiserver" {
+			s.kubeRSS, s.kubeHeap = rss, heap
+		} else {
+			s.ourRSS, s.ourHeap = rss, heap
+		}
+	}
+	s.lists = listTimes(b, c, n, samples)
+	return s
+}
+
+// watchQuiet watches every JobSet and returns how long ago the last event
+// came.
+func watchQuiet(ctx context.Context, b *testing.B, jobsets clientset.Interface) func() time.Duration {
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	open := func(ctx context.Context, rv string) (watch.Interface, error) {
+		return jobsets.JobsetV1alpha2().JobSets("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	}
+	w, err := open(ctx, "")
+	if err != nil {
+		b.Fatalf("watching JobSets: %v", err)
+	}
+	go follow(ctx, w, open, func(watch.Event) { last.Store(time.Now().UnixNano()) })
+	return func() time.Duration { return time.Since(time.Unix(0, last.Load())) }
+}
+
+func controllerPID(b *testing.B, c *localcluster.Cluster, u *upstream) int {
+	if u != nil {
+		return u.cmd.Process.Pid
+	}
+	pid, err := c.PID("jobset-controller")
+	if err != nil {
+		b.Fatalf("jobset-controller pid: %v", err)
+	}
+	return pid
+}
+
+func cpuSeconds(b *testing.B, pid int) float64 {
+	cpu, err := benchutil.ProcessCPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpu
+}
+
+// apiServer is one API server of the cluster, reached as the admin.
+type apiServer struct {
+	name   string
+	config *rest.Config
+}
+
+type memory struct{ rssMiB, heapMiB float64 }
+
+// memory forces a garbage collection through the server's heap profile
+// (saved when profile is not ""), then reads its live heap and its RSS.
+func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string) memory {
+	cfg := rest.CopyConfig(s.config)
+	cfg.QPS, cfg.Burst = -1, 0
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	heap := func(debug string) []byte {
+		req := kube.Discovery().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1")
+		if debug != "" {
+			req = req.Param("debug", debug)
+		}
+		data, err := req.DoRaw(ctx)
+		if err != nil {
+			b.Fatalf("%s heap profile: %v", s.name, err)
+		}
+		return data
+	}
+	if profile != "" {
+		dir := filepath.Join(localcluster.RepoRoot(), "_output", "bench-anchor-profiles")
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", profile, s.name))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, heap(""), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("heap profile written to %s", path)
+	}
+	m := regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`).FindSubmatch(heap("1"))
+	if m == nil {
+		b.Fatalf("%s: no HeapInuse in the heap profile", s.name)
+	}
+	inuse, _ := strconv.ParseFloat(string(m[1]), 64)
+	pid, err := c.PID(s.name)
+	if err != nil {
+		b.Fatalf("%s pid: %v", s.name, err)
+	}
+	rss, err := benchutil.ProcessRSSMiB(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return memory{rssMiB: rss, heapMiB: inuse / (1 << 20)}
+}
+
+// jobSetAPIServerConfig is the admin's configuration for jobset-apiserver's
+// own port (its /debug/pprof is not proxied by kube-apiserver).
+func jobSetAPIServerConfig(b *testing.B, c *localcluster.Cluster) *rest.Config {
+	env, err := os.ReadFile(filepath.Join(c.LocalDir, "env"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^JOBSET_APISERVER_PORT=(\d+)$`).FindSubmatch(env)
+	if m == nil {
+		b.Fatal("no JOBSET_APISERVER_PORT in the cluster's env file")
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Host = "https://127.0.0.1:" + string(m[1])
+	return cfg
+}
+
+// listTimes lists the 1,000 JobSets of one namespace and all n, through
+// kube-apiserver, samples times with each encoding in pairs alternating
+// which goes first, and returns the median of each. A protobuf client
+// accepts JSON too, which is what it gets from a custom resource.
+func listTimes(b *testing.B, c *localcluster.Cluster, n, samples int) map[string]time.Duration {
+	clients := map[string]clientset.Interface{}
+	for _, enc := range []struct{ name, contentType, accept string }{
+		{"json", "application/json", "application/json"},
+		{"protobuf", "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf,application/json"},
+	} {
+		cfg := rest.CopyConfig(c.Config)
+		cfg.ContentType, cfg.AcceptContentTypes = enc.contentType, enc.accept
+		cfg.QPS, cfg.Burst = -1, 0
+		cfg.Timeout = 5 * time.Minute
+		clients[enc.name] = clientset.NewForConfigOrDie(cfg)
+	}
+	sizes := []struct {
+		name      string
+		namespace string
+		want      int
+	}{{strconv.Itoa(min(n, smallList)), smallNamespace, min(n, smallList)}, {strconv.Itoa(n), "", n}}
+	times := map[string][]time.Duration{}
+	for _, size := range sizes {
+		for k := 0; k < samples; k++ {
+			encodings := []string{"json", "protobuf"}
+			if k%2 == 1 {
+				encodings = []string{"protobuf", "json"}
+			}
+			for _, enc := range encodings {
+				start := time.Now()
+				list, err := clients[enc].JobsetV1alpha2().JobSets(size.namespace).List(context.Background(), metav1.ListOptions{})
+				took := time.Since(start)
+				if err != nil {
+					b.Fatalf("listing %s JobSets (%s): %v", size.name, enc, err)
+				}
+				if len(list.Items) != size.want {
+					b.Fatalf("listing %s JobSets (%s): got %d", size.name, enc, len(list.Items))
+				}
+				key := size.name + "/" + enc
+				times[key] = append(times[key], took)
+			}
+		}
+	}
+	medians := map[string]time.Duration{}
+	for k, ts := range times {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		medians[k] = ts[len(ts)/2]
+	}
+	return medians
+}
+
+func reportSettled(b *testing.B, got map[string][]settled, n int) {
+	mean := func(side string, pick func(settled) float64) float64 {
+		sum := 0.0
+		for _, s := range got[side] {
+			sum += pick(s)
+		}
+		return sum / float64(len(got[side]))
+	}
+	perThousand := 1000 / float64(n)
+	ourRSS := mean("ours", func(s settled) float64 { return s.ourRSS }) * perThousand
+	ourHeap := mean("ours", func(s settled) float64 { return s.ourHeap }) * perThousand
+	// The JobSets' share of upstream's kube-apiserver: its growth less
+	// that of ours, which holds the same Jobs and Services but no JobSets.
+	upRSS := (mean("upstream", func(s settled) float64 { return s.kubeRSS }) - mean("ours", func(s settled) float64 { return s.kubeRSS })) * perThousand
+	upHeap := (mean("upstream", func(s settled) float64 { return s.kubeHeap }) - mean("ours", func(s settled) float64 { return s.kubeHeap })) * perThousand
+	b.ReportMetric(ourRSS, "jobset-apiserver-RSS-MiB/1000")
+	b.ReportMetric(ourHeap, "jobset-apiserver-heap-MiB/1000")
+	b.ReportMetric(upRSS, "upstream-CR-RSS-MiB/1000")
+	b.ReportMetric(upHeap, "upstream-CR-heap-MiB/1000")
+	b.ReportMetric(ourRSS/upRSS, "RSS-ours/upstream")
+	b.ReportMetric(ourHeap/upHeap, "heap-ours/upstream")
+	for _, side := range []string{"ours", "upstream"} {
+		b.ReportMetric(mean(side, func(s settled) float64 { return 100 * s.controllerCPU / s.window.Seconds() }), "controller-CPU-%-"+side)
+		b.ReportMetric(mean(side, func(s settled) float64 { return s.controllerRSS }), "controller-RSS-MiB-"+side)
+	}
+	for key := range got["ours"][0].lists {
+		o := mean("ours", func(s settled) float64 { return s.lists[key].Seconds() })
+		u := mean("upstream", func(s settled) float64 { return s.lists[key].Seconds() })
+		b.ReportMetric(o/u, "list-"+key+"-ours/upstream")
+	}
+}
