@@ -283,7 +283,11 @@ func admissionInitializers(c *genericapiserver.RecommendedConfig) ([]admission.P
 	if c.SharedInformerFactory == nil {
 		return nil, nil
 	}
-	services := c.SharedInformerFactory.Core().V1().Services().Lister()
+	serviceInformer := c.SharedInformerFactory.Core().V1().Services()
+	if err := serviceInformer.Informer().SetTransform(trimServiceForResolver); err != nil {
+		return nil, fmt.Errorf("trimming the cached Services: %w", err)
+	}
+	services := serviceInformer.Lister()
 	return []admission.PluginInitializer{
 		webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
 		quota.NewInitializer(),

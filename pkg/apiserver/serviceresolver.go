@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
@@ -53,4 +54,31 @@ func serviceURL(svc *corev1.Service, port int32) (*url.URL, error) {
 		}
 	}
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(int(port)))}, nil
+}
+
+// trimServiceForResolver is the transform of the Service informer behind
+// serviceResolver: every Service in the cluster is cached (a JobSet has a
+// headless one of its own), and the resolver reads only the type, the
+// cluster IP, the external name and the port numbers. A headless Service
+// can never be a webhook's backend, so it keeps its name alone.
+func trimServiceForResolver(obj interface{}) (interface{}, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil // a tombstone: its key is all that is read
+	}
+	out := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Name: svc.Name, Namespace: svc.Namespace, UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+	}}
+	if svc.Spec.Type != corev1.ServiceTypeExternalName && (svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone) {
+		out.Spec.ClusterIP = svc.Spec.ClusterIP
+		return out, nil
+	}
+	out.Spec.Type, out.Spec.ClusterIP, out.Spec.ExternalName = svc.Spec.Type, svc.Spec.ClusterIP, svc.Spec.ExternalName
+	if len(svc.Spec.Ports) > 0 {
+		out.Spec.Ports = make([]corev1.ServicePort, len(svc.Spec.Ports))
+		for i, p := range svc.Spec.Ports {
+			out.Spec.Ports[i].Port = p.Port
+		}
+	}
+	return out, nil
 }
