@@ -56,3 +56,34 @@ func ProcessRSSMiB(pid int) (float64, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
+
+// ProcessRSSSplit is a process's resident set in MiB split into anonymous
+// memory (the Go heap, stacks) and file-backed pages (memory-mapped files
+// such as an embedded etcd's database), from RssAnon and RssFile.
+func ProcessRSSSplit(pid int) (anon, file float64, err error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for _, line := range strings.Split(string(status), "\n") {
+		for key, dst := range map[string]*float64{"RssAnon:": &anon, "RssFile:": &file} {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				fields := strings.Fields(rest)
+				if len(fields) == 0 {
+					return 0, 0, fmt.Errorf("bad %s line %q in /proc/%d/status", key, line, pid)
+				}
+				kb, err := strconv.Atoi(fields[0])
+				if err != nil {
+					return 0, 0, fmt.Errorf("bad %s line %q in /proc/%d/status", key, line, pid)
+				}
+				*dst = float64(kb) / 1024
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("no RssAnon and RssFile in /proc/%d/status", pid)
+	}
+	return anon, file, nil
+}

@@ -110,7 +110,7 @@ func (s settled) String() string {
 
 const (
 	smallNamespace, restNamespace, nudgeNamespace = "settled-1000", "settled-rest", "settled-nudge"
-	smallList                     = 1000
+	smallList                                     = 1000
 )
 
 func settledJobSet(ns string, i, pods int) *v1alpha2.JobSet {
@@ -212,10 +212,18 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 	case <-time.After(30 * time.Second):
 	case <-ctx.Done():
 	}
+	for _, srv := range servers {
+		srv.logHistory(b, side)
+	}
 	profile := fmt.Sprintf("%s-%d", side, op)
 	for _, srv := range servers {
 		after := srv.memory(b, c, profile)
 		rss, heap := after.rssMiB-before[srv.name].rssMiB, after.heapMiB-before[srv.name].heapMiB
+		// File-backed pages: jobset-apiserver's embedded etcd maps its
+		// database; kube-apiserver's etcd is a process of its own.
+		b.Logf("%s %s: RSS %.1f -> %.1f MiB (anonymous %.1f -> %.1f, file-backed %.1f -> %.1f), live heap %.1f -> %.1f MiB",
+			side, srv.name, before[srv.name].rssMiB, after.rssMiB, before[srv.name].anonMiB, after.anonMiB,
+			before[srv.name].fileMiB, after.fileMiB, before[srv.name].heapMiB, after.heapMiB)
 		if srv.name == "kube-apiserver" {
 			s.kubeRSS, s.kubeHeap = rss, heap
 		} else {
@@ -322,7 +330,7 @@ type apiServer struct {
 	config *rest.Config
 }
 
-type memory struct{ rssMiB, heapMiB float64 }
+type memory struct{ rssMiB, anonMiB, fileMiB, heapMiB float64 }
 
 // memory forces a garbage collection through the server's heap profile
 // (saved when profile is not ""), then reads its live heap and its RSS.
@@ -370,7 +378,34 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return memory{rssMiB: rss, heapMiB: inuse / (1 << 20)}
+	anon, file, err := benchutil.ProcessRSSSplit(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return memory{rssMiB: rss, anonMiB: anon, fileMiB: file, heapMiB: inuse / (1 << 20)}
+}
+
+// logHistory logs the capacity of the server's watch caches of JobSets,
+// Jobs and Services (the rings of recent events and the versions they
+// hold), from its /metrics.
+func (s apiServer) logHistory(b *testing.B, side string) {
+	kube, err := kubernetes.NewForConfig(s.config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Logf("%s %s /metrics: %v", side, s.name, err)
+		return
+	}
+	re := regexp.MustCompile(`(?m)^watch_cache_capacity\{group="[^"]*",resource="(jobsets|jobs|services)"\} (\d+)$`)
+	var got []string
+	for _, m := range re.FindAllSubmatch(data, -1) {
+		got = append(got, string(m[1])+"="+string(m[2]))
+	}
+	b.Logf("%s %s watch cache capacity after the nudges: %v", side, s.name, got)
 }
 
 // jobSetAPIServerConfig is the admin's configuration for jobset-apiserver's
