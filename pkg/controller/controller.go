@@ -304,6 +304,10 @@ func (c *Controller) observeJob(obj interface{}, deleted bool) {
 	}
 }
 
+// pacerPruneEvery is how often the status pacer forgets JobSets whose
+// interval has passed.
+const pacerPruneEvery = 30 * time.Second
+
 // Run waits for the caches and runs workers until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrash()
@@ -317,6 +321,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
 	go c.placer.Run(ctx, 1)
+	go wait.UntilWithContext(ctx, func(context.Context) { c.pacer.prune() }, pacerPruneEvery)
 	<-ctx.Done()
 	logger.Info("Stopping JobSet controller")
 	return nil

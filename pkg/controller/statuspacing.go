@@ -57,6 +57,24 @@ func (p *statusPacer) wrote(key string) {
 	p.last[key] = p.clock.Now()
 }
 
+// prune forgets the JobSets whose interval has passed (hold is 0 for them
+// either way), so that a burst of writes does not stay in memory once the
+// JobSets rest. An emptied map is replaced: Go keeps a map's buckets after
+// its entries are deleted.
+func (p *statusPacer) prune() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	for key, last := range p.last {
+		if !now.Before(last.Add(p.interval)) {
+			delete(p.last, key)
+		}
+	}
+	if len(p.last) == 0 {
+		p.last = map[string]time.Time{}
+	}
+}
+
 // forget drops a deleted JobSet.
 func (p *statusPacer) forget(key string) {
 	p.mu.Lock()

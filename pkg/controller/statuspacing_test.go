@@ -144,3 +144,35 @@ func TestStatusPacerDisabledAndForgotten(t *testing.T) {
 		t.Fatalf("after forget: hold = %v, %d keys kept", d, len(p.last))
 	}
 }
+
+// prune forgets only the JobSets whose interval has passed, and holds stay
+// what they were.
+func TestStatusPacerPrune(t *testing.T) {
+	fx := newFixture(t)
+	p := newStatusPacer(fx.clock, time.Second)
+	for _, key := range []string{"ns/a", "ns/b"} {
+		p.wrote(key)
+	}
+	fx.clock.Step(600 * time.Millisecond)
+	p.wrote("ns/c")
+	fx.clock.Step(400 * time.Millisecond)
+	p.prune()
+	if _, ok := p.last["ns/c"]; !ok || len(p.last) != 1 {
+		t.Fatalf("after the first interval: kept %v, want only ns/c", p.last)
+	}
+	if d := p.hold("ns/c"); d != 600*time.Millisecond {
+		t.Fatalf("hold of ns/c after prune = %v, want 600ms", d)
+	}
+	if d := p.hold("ns/a"); d != 0 {
+		t.Fatalf("hold of a pruned key = %v, want 0", d)
+	}
+	fx.clock.Step(600 * time.Millisecond)
+	p.prune()
+	if len(p.last) != 0 {
+		t.Fatalf("after every interval passed: kept %v", p.last)
+	}
+	p.wrote("ns/a")
+	if d := p.hold("ns/a"); d != time.Second {
+		t.Fatalf("a write after the map was replaced: hold = %v, want 1s", d)
+	}
+}

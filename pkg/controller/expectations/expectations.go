@@ -71,7 +71,7 @@ func (s *Store[V]) dropLocked(group, item string) {
 	g := s.groups[group]
 	delete(g, item)
 	if len(g) == 0 {
-		delete(s.groups, group)
+		s.forgetLocked(group)
 	}
 }
 
@@ -79,7 +79,17 @@ func (s *Store[V]) dropLocked(group, item string) {
 func (s *Store[V]) Forget(group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.forgetLocked(group)
+}
+
+// forgetLocked drops a group; once none is left the map is replaced, since
+// Go keeps a map's buckets after its entries are deleted and a burst of
+// creates (a group per JobSet) would otherwise stay in memory.
+func (s *Store[V]) forgetLocked(group string) {
 	delete(s.groups, group)
+	if len(s.groups) == 0 {
+		s.groups = map[string]map[string]entry[V]{}
+	}
 }
 
 // Pending returns the remembered value of an item that has not timed out.

@@ -1,6 +1,8 @@
 package expectations
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -108,4 +110,38 @@ func TestUpdateDropForget(t *testing.T) {
 	if s.Len() != 0 {
 		t.Errorf("Forget left %d items", s.Len())
 	}
+}
+
+// After a burst of groups is settled the store gives their memory back
+// (a Go map keeps its buckets when its entries are deleted), and it goes on
+// working.
+func TestSettledBurstIsReleased(t *testing.T) {
+	const groups = 100000
+	s := New[int](clocktesting.NewFakePassiveClock(t0), time.Minute)
+	before := liveHeap()
+	for i := 0; i < groups; i++ {
+		s.Expect(fmt.Sprintf("ns/js-%06d", i), "job", i)
+	}
+	full := liveHeap() - before
+	for i := 0; i < groups; i++ {
+		if _, pending := s.Check(fmt.Sprintf("ns/js-%06d", i), "job", func(int) bool { return true }); pending {
+			t.Fatalf("group %d still pending after the cache showed it", i)
+		}
+	}
+	left := liveHeap() - before
+	t.Logf("held after the burst: %d of %d bytes", left, full)
+	if s.Len() != 0 || left > full/40 {
+		t.Fatalf("after every group settled: %d items, %d of %d bytes still held", s.Len(), left, full)
+	}
+	s.Expect("ns/js", "job", 1)
+	if v, pending := s.Pending("ns/js", "job"); !pending || v != 1 {
+		t.Fatalf("an expectation after the burst: %d %v, want 1 pending", v, pending)
+	}
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
