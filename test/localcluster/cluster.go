@@ -180,3 +180,21 @@ func EnvOr(key, def string) string {
 	}
 	return def
 }
+
+// JobSetAPIServerConfig is the admin's configuration for jobset-apiserver's
+// own port, bypassing kube-apiserver (for what kube-apiserver does not
+// proxy, such as /debug/pprof, or to measure the aggregation hop).
+func (c *Cluster) JobSetAPIServerConfig() (*rest.Config, error) {
+	env, err := os.ReadFile(filepath.Join(c.LocalDir, "env"))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(env), "\n") {
+		if port, ok := strings.CutPrefix(line, "JOBSET_APISERVER_PORT="); ok && strings.TrimSpace(port) != "" {
+			cfg := rest.CopyConfig(c.Config)
+			cfg.Host = "https://127.0.0.1:" + strings.TrimSpace(port)
+			return cfg, nil
+		}
+	}
+	return nil, fmt.Errorf("no JOBSET_APISERVER_PORT in %s", filepath.Join(c.LocalDir, "env"))
+}

@@ -144,7 +144,11 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 
 	servers := []apiServer{{"kube-apiserver", c.Config}}
 	if side == "ours" {
-		servers = append(servers, apiServer{"jobset-apiserver", jobSetAPIServerConfig(b, c)})
+		direct, err := c.JobSetAPIServerConfig()
+		if err != nil {
+			b.Fatal(err)
+		}
+		servers = append(servers, apiServer{"jobset-apiserver", direct})
 	}
 	nudge := newNudger(b, c, jobsets)
 	before := map[string]memory{}
@@ -406,22 +410,6 @@ func (s apiServer) logHistory(b *testing.B, side string) {
 		got = append(got, string(m[1])+"="+string(m[2]))
 	}
 	b.Logf("%s %s watch cache capacity after the nudges: %v", side, s.name, got)
-}
-
-// jobSetAPIServerConfig is the admin's configuration for jobset-apiserver's
-// own port (its /debug/pprof is not proxied by kube-apiserver).
-func jobSetAPIServerConfig(b *testing.B, c *localcluster.Cluster) *rest.Config {
-	env, err := os.ReadFile(filepath.Join(c.LocalDir, "env"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^JOBSET_APISERVER_PORT=(\d+)$`).FindSubmatch(env)
-	if m == nil {
-		b.Fatal("no JOBSET_APISERVER_PORT in the cluster's env file")
-	}
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Host = "https://127.0.0.1:" + string(m[1])
-	return cfg
 }
 
 // listTimes lists the 1,000 JobSets of one namespace and all n, through

@@ -310,16 +310,10 @@ func directJobSets(b *testing.B) clientset.Interface {
 // clusterDirect is the admin's configuration for jobset-apiserver's own
 // port on the local cluster.
 func clusterDirect(b *testing.B) *rest.Config {
-	env, err := os.ReadFile(filepath.Join(cluster.LocalDir, "env"))
+	cfg, err := cluster.JobSetAPIServerConfig()
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^JOBSET_APISERVER_PORT=(\d+)$`).FindSubmatch(env)
-	if m == nil {
-		b.Fatal("no JOBSET_APISERVER_PORT in the cluster's env file")
-	}
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Host = "https://127.0.0.1:" + string(m[1])
 	return cfg
 }
 
