@@ -95,6 +95,9 @@ type settled struct {
 	// both sides (it holds the Jobs and Services on both, the JobSets on
 	// upstream's), jobset-apiserver on ours.
 	kubeRSS, kubeHeap, ourRSS, ourHeap float64
+	// The same for live objects (HeapAlloc) and for anonymous RSS (the
+	// embedded etcd's mapped database is file-backed).
+	kubeLive, kubeAnon, ourLive, ourAnon float64
 	// The JobSet controller at rest: CPU over the window (s), RSS (MiB).
 	controllerCPU, controllerRSS float64
 	window                       time.Duration
@@ -225,13 +228,15 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 		rss, heap := after.rssMiB-before[srv.name].rssMiB, after.heapMiB-before[srv.name].heapMiB
 		// File-backed pages: jobset-apiserver's embedded etcd maps its
 		// database; kube-apiserver's etcd is a process of its own.
-		b.Logf("%s %s: RSS %.1f -> %.1f MiB (anonymous %.1f -> %.1f, file-backed %.1f -> %.1f), live heap %.1f -> %.1f MiB",
+		b.Logf("%s %s: RSS %.1f -> %.1f MiB (anonymous %.1f -> %.1f, file-backed %.1f -> %.1f), heap in use %.1f -> %.1f MiB, live objects %.1f -> %.1f MiB",
 			side, srv.name, before[srv.name].rssMiB, after.rssMiB, before[srv.name].anonMiB, after.anonMiB,
-			before[srv.name].fileMiB, after.fileMiB, before[srv.name].heapMiB, after.heapMiB)
+			before[srv.name].fileMiB, after.fileMiB, before[srv.name].heapMiB, after.heapMiB,
+			before[srv.name].liveMiB, after.liveMiB)
+		live, anon := after.liveMiB-before[srv.name].liveMiB, after.anonMiB-before[srv.name].anonMiB
 		if srv.name == "kube-apiserver" {
-			s.kubeRSS, s.kubeHeap = rss, heap
+			s.kubeRSS, s.kubeHeap, s.kubeLive, s.kubeAnon = rss, heap, live, anon
 		} else {
-			s.ourRSS, s.ourHeap = rss, heap
+			s.ourRSS, s.ourHeap, s.ourLive, s.ourAnon = rss, heap, live, anon
 		}
 	}
 	s.lists = listTimes(b, c, n, samples)
@@ -334,7 +339,11 @@ type apiServer struct {
 	config *rest.Config
 }
 
-type memory struct{ rssMiB, anonMiB, fileMiB, heapMiB float64 }
+// memory is a server's RSS (and its anonymous and file-backed parts), its
+// heap in use (whole spans) and its live objects (HeapAlloc), all right
+// after a forced collection: the heap's spans less its live objects are
+// the slots freed objects left in spans that still hold live ones.
+type memory struct{ rssMiB, anonMiB, fileMiB, heapMiB, liveMiB float64 }
 
 // memory forces a garbage collection through the server's heap profile
 // (saved when profile is not ""), then reads its live heap and its RSS.
@@ -369,11 +378,16 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 		}
 		b.Logf("heap profile written to %s", path)
 	}
-	m := regexp.MustCompile(`(?m)^# HeapInuse = (\d+)$`).FindSubmatch(heap("1"))
-	if m == nil {
-		b.Fatalf("%s: no HeapInuse in the heap profile", s.name)
+	stats := heap("1")
+	read := func(name string) float64 {
+		m := regexp.MustCompile(`(?m)^# ` + name + ` = (\d+)$`).FindSubmatch(stats)
+		if m == nil {
+			b.Fatalf("%s: no %s in the heap profile", s.name, name)
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v / (1 << 20)
 	}
-	inuse, _ := strconv.ParseFloat(string(m[1]), 64)
+	inuse, live := read("HeapInuse"), read("HeapAlloc")
 	pid, err := c.PID(s.name)
 	if err != nil {
 		b.Fatalf("%s pid: %v", s.name, err)
@@ -386,7 +400,7 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return memory{rssMiB: rss, anonMiB: anon, fileMiB: file, heapMiB: inuse / (1 << 20)}
+	return memory{rssMiB: rss, anonMiB: anon, fileMiB: file, heapMiB: inuse, liveMiB: live}
 }
 
 // logHistory logs the capacity of the server's watch caches of JobSets,
@@ -508,6 +522,17 @@ func reportSettled(b *testing.B, got map[string][]settled, n int) {
 	b.ReportMetric(upHeap, "upstream-CR-heap-MiB/1000")
 	b.ReportMetric(ourRSS/upRSS, "RSS-ours/upstream")
 	b.ReportMetric(ourHeap/upHeap, "heap-ours/upstream")
+	// The same ratio for live objects and for anonymous RSS.
+	for name, pick := range map[string][2]func(settled) float64{
+		"live":          {func(s settled) float64 { return s.ourLive }, func(s settled) float64 { return s.kubeLive }},
+		"anonymous-RSS": {func(s settled) float64 { return s.ourAnon }, func(s settled) float64 { return s.kubeAnon }},
+	} {
+		ours := mean("ours", pick[0]) * perThousand
+		up := (mean("upstream", pick[1]) - mean("ours", pick[1])) * perThousand
+		b.ReportMetric(ours, "jobset-apiserver-"+name+"-MiB/1000")
+		b.ReportMetric(up, "upstream-CR-"+name+"-MiB/1000")
+		b.ReportMetric(ours/up, name+"-ours/upstream")
+	}
 	for _, side := range []string{"ours", "upstream"} {
 		b.ReportMetric(mean(side, func(s settled) float64 { return 100 * s.controllerCPU / s.window.Seconds() }), "controller-CPU-%-"+side)
 		b.ReportMetric(mean(side, func(s settled) float64 { return s.controllerRSS }), "controller-RSS-MiB-"+side)
