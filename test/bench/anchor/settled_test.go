@@ -91,13 +91,10 @@ func envInt(b *testing.B, key string, def int) int {
 // settled is what one side measured.
 type settled struct {
 	create, allJobs time.Duration
-	// API servers' growth in MiB over the n JobSets: kube-apiserver on
-	// both sides (it holds the Jobs and Services on both, the JobSets on
+	// API servers' growth over the n JobSets: kube-apiserver on both
+	// sides (it holds the Jobs and Services on both, the JobSets on
 	// upstream's), jobset-apiserver on ours.
-	kubeRSS, kubeHeap, ourRSS, ourHeap float64
-	// The same for live objects (HeapAlloc) and for anonymous RSS (the
-	// embedded etcd's mapped database is file-backed).
-	kubeLive, kubeAnon, ourLive, ourAnon float64
+	kube, ours memory
 	// The JobSet controller at rest: CPU over the window (s), RSS (MiB).
 	controllerCPU, controllerRSS float64
 	window                       time.Duration
@@ -106,8 +103,8 @@ type settled struct {
 }
 
 func (s settled) String() string {
-	return fmt.Sprintf("created in %.1fs, all Jobs after %.1fs; kube-apiserver +%.1f MiB RSS (+%.1f live heap), jobset-apiserver +%.1f MiB RSS (+%.1f live heap); controller %.2f CPU-s over %s, RSS %.1f MiB; lists %v",
-		s.create.Seconds(), s.allJobs.Seconds(), s.kubeRSS, s.kubeHeap, s.ourRSS, s.ourHeap,
+	return fmt.Sprintf("created in %.1fs, all Jobs after %.1fs; kube-apiserver +%.1f MiB RSS (+%.1f heap in use), jobset-apiserver +%.1f MiB RSS (+%.1f heap in use); controller %.2f CPU-s over %s, RSS %.1f MiB; lists %v",
+		s.create.Seconds(), s.allJobs.Seconds(), s.kube.rssMiB, s.kube.heapMiB, s.ours.rssMiB, s.ours.heapMiB,
 		s.controllerCPU, s.window, s.controllerRSS, s.lists)
 }
 
@@ -225,18 +222,16 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 	profile := fmt.Sprintf("%s-%d", side, op)
 	for _, srv := range servers {
 		after := srv.memory(b, c, profile)
-		rss, heap := after.rssMiB-before[srv.name].rssMiB, after.heapMiB-before[srv.name].heapMiB
 		// File-backed pages: jobset-apiserver's embedded etcd maps its
 		// database; kube-apiserver's etcd is a process of its own.
 		b.Logf("%s %s: RSS %.1f -> %.1f MiB (anonymous %.1f -> %.1f, file-backed %.1f -> %.1f), heap in use %.1f -> %.1f MiB, live objects %.1f -> %.1f MiB",
 			side, srv.name, before[srv.name].rssMiB, after.rssMiB, before[srv.name].anonMiB, after.anonMiB,
 			before[srv.name].fileMiB, after.fileMiB, before[srv.name].heapMiB, after.heapMiB,
 			before[srv.name].liveMiB, after.liveMiB)
-		live, anon := after.liveMiB-before[srv.name].liveMiB, after.anonMiB-before[srv.name].anonMiB
 		if srv.name == "kube-apiserver" {
-			s.kubeRSS, s.kubeHeap, s.kubeLive, s.kubeAnon = rss, heap, live, anon
+			s.kube = after.minus(before[srv.name])
 		} else {
-			s.ourRSS, s.ourHeap, s.ourLive, s.ourAnon = rss, heap, live, anon
+			s.ours = after.minus(before[srv.name])
 		}
 	}
 	s.lists = listTimes(b, c, n, samples)
@@ -345,8 +340,19 @@ type apiServer struct {
 // the slots freed objects left in spans that still hold live ones.
 type memory struct{ rssMiB, anonMiB, fileMiB, heapMiB, liveMiB float64 }
 
+// minus is the growth from before to m.
+func (m memory) minus(before memory) memory {
+	return memory{
+		rssMiB:  m.rssMiB - before.rssMiB,
+		anonMiB: m.anonMiB - before.anonMiB,
+		fileMiB: m.fileMiB - before.fileMiB,
+		heapMiB: m.heapMiB - before.heapMiB,
+		liveMiB: m.liveMiB - before.liveMiB,
+	}
+}
+
 // memory forces a garbage collection through the server's heap profile
-// (saved when profile is not ""), then reads its live heap and its RSS.
+// (saved when profile is not ""), then reads its heap and its RSS.
 func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string) memory {
 	cfg := rest.CopyConfig(s.config)
 	cfg.QPS, cfg.Burst = -1, 0
@@ -510,28 +516,23 @@ func reportSettled(b *testing.B, got map[string][]settled, n int) {
 		return sum / float64(len(got[side]))
 	}
 	perThousand := 1000 / float64(n)
-	ourRSS := mean("ours", func(s settled) float64 { return s.ourRSS }) * perThousand
-	ourHeap := mean("ours", func(s settled) float64 { return s.ourHeap }) * perThousand
 	// The JobSets' share of upstream's kube-apiserver: its growth less
 	// that of ours, which holds the same Jobs and Services but no JobSets.
-	upRSS := (mean("upstream", func(s settled) float64 { return s.kubeRSS }) - mean("ours", func(s settled) float64 { return s.kubeRSS })) * perThousand
-	upHeap := (mean("upstream", func(s settled) float64 { return s.kubeHeap }) - mean("ours", func(s settled) float64 { return s.kubeHeap })) * perThousand
-	b.ReportMetric(ourRSS, "jobset-apiserver-RSS-MiB/1000")
-	b.ReportMetric(ourHeap, "jobset-apiserver-heap-MiB/1000")
-	b.ReportMetric(upRSS, "upstream-CR-RSS-MiB/1000")
-	b.ReportMetric(upHeap, "upstream-CR-heap-MiB/1000")
-	b.ReportMetric(ourRSS/upRSS, "RSS-ours/upstream")
-	b.ReportMetric(ourHeap/upHeap, "heap-ours/upstream")
-	// The same ratio for live objects and for anonymous RSS.
-	for name, pick := range map[string][2]func(settled) float64{
-		"live":          {func(s settled) float64 { return s.ourLive }, func(s settled) float64 { return s.kubeLive }},
-		"anonymous-RSS": {func(s settled) float64 { return s.ourAnon }, func(s settled) float64 { return s.kubeAnon }},
+	for _, m := range []struct {
+		name string
+		pick func(memory) float64
+	}{
+		{"RSS", func(m memory) float64 { return m.rssMiB }},
+		{"anonymous-RSS", func(m memory) float64 { return m.anonMiB }},
+		{"heap", func(m memory) float64 { return m.heapMiB }},
+		{"live", func(m memory) float64 { return m.liveMiB }},
 	} {
-		ours := mean("ours", pick[0]) * perThousand
-		up := (mean("upstream", pick[1]) - mean("ours", pick[1])) * perThousand
-		b.ReportMetric(ours, "jobset-apiserver-"+name+"-MiB/1000")
-		b.ReportMetric(up, "upstream-CR-"+name+"-MiB/1000")
-		b.ReportMetric(ours/up, name+"-ours/upstream")
+		ours := mean("ours", func(s settled) float64 { return m.pick(s.ours) }) * perThousand
+		up := (mean("upstream", func(s settled) float64 { return m.pick(s.kube) }) -
+			mean("ours", func(s settled) float64 { return m.pick(s.kube) })) * perThousand
+		b.ReportMetric(ours, "jobset-apiserver-"+m.name+"-MiB/1000")
+		b.ReportMetric(up, "upstream-CR-"+m.name+"-MiB/1000")
+		b.ReportMetric(ours/up, m.name+"-ours/upstream")
 	}
 	for _, side := range []string{"ours", "upstream"} {
 		b.ReportMetric(mean(side, func(s settled) float64 { return 100 * s.controllerCPU / s.window.Seconds() }), "controller-CPU-%-"+side)
