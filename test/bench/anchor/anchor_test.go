@@ -202,6 +202,10 @@ func withFreshCluster(b *testing.B, sideName string, fn func(c *localcluster.Clu
 			// make build tools upstream-jobset come first.
 			"SKIP_BUILD=1",
 			"NODE_PODS=" + strconv.Itoa(nodePods),
+			"NODE_LEASE_SECONDS=" + localcluster.EnvOr("BENCH_NODE_LEASE_SECONDS", strconv.Itoa(nodeLeaseSeconds(nodes))),
+			"NODE_STATUS_SECONDS=" + localcluster.EnvOr("BENCH_NODE_STATUS_SECONDS", strconv.Itoa(nodeStatusSeconds(nodes))),
+			// kwok marks about 30 nodes a second Ready.
+			"WAIT_TIMEOUT=" + strconv.Itoa(max(120, nodes/10)),
 			"KUBE_CONTROLLER_MANAGER_ARGS=" + localcluster.EnvOr("BENCH_KCM_ARGS", limits),
 			"KUBE_SCHEDULER_ARGS=" + localcluster.EnvOr("BENCH_SCHEDULER_ARGS", limits),
 		},
@@ -218,6 +222,26 @@ func withFreshCluster(b *testing.B, sideName string, fn func(c *localcluster.Clu
 		defer u.stop()
 	}
 	fn(c, u)
+}
+
+// nodeWritesPerSecond bounds the fake nodes' Lease renewals, and apart
+// from them their status heartbeats, at large node counts. kwok renews a
+// Lease every quarter of its duration: at a kubelet's 40 s, 5,000 nodes
+// would renew 500 a second, more than the rest of the benchmark asks of a
+// two-core control plane.
+const nodeWritesPerSecond = 10
+
+// nodeLeaseSeconds is a kubelet's 40 s, or for more nodes than that
+// allows, the duration that renews nodeWritesPerSecond Leases a second.
+func nodeLeaseSeconds(nodes int) int {
+	return min(3600, max(40, 4*nodes/nodeWritesPerSecond))
+}
+
+// nodeStatusSeconds is the local cluster's 240 s (a heartbeat every 240 to
+// 300 s, 270 s on average), or the interval that refreshes
+// nodeWritesPerSecond node statuses a second on average.
+func nodeStatusSeconds(nodes int) int {
+	return min(3600, max(240, nodes*8/(9*nodeWritesPerSecond)))
 }
 
 // protoKube is a client of the cluster speaking protobuf, with the

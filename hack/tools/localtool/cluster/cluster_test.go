@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,31 @@ func testCluster(t *testing.T, env map[string]string) *Cluster {
 	c := newCluster(context.Background(), cfg, io.Discard)
 	c.withJobSet = true
 	return c
+}
+
+// The Lease duration reaches kwok, and kube-controller-manager waits 10 s
+// longer than it before it calls a node unhealthy.
+func TestNodeLease(t *testing.T) {
+	for _, tc := range []struct{ lease, grace string }{{"", "50s"}, {"1200", "20m10s"}} {
+		c := testCluster(t, map[string]string{"NODE_LEASE_SECONDS": tc.lease})
+		lease := tc.lease
+		if lease == "" {
+			lease = "40"
+		}
+		if !slices.Contains(c.kwokArgs(), "--node-lease-duration-seconds="+lease) {
+			t.Errorf("NODE_LEASE_SECONDS=%q: kwok %v", tc.lease, c.kwokArgs())
+		}
+		if !slices.Contains(c.controllerManagerArgs(), "--node-monitor-grace-period="+tc.grace) {
+			t.Errorf("NODE_LEASE_SECONDS=%q: kube-controller-manager %v; want grace %s", tc.lease, c.controllerManagerArgs(), tc.grace)
+		}
+	}
+}
+
+func TestCountReadyUntainted(t *testing.T) {
+	lines := "True \nTrue node.kubernetes.io/not-ready\nFalse \nTrue example.com/other\nUnknown node.kubernetes.io/unreachable node.kubernetes.io/not-ready\n"
+	if got := countReadyUntainted(lines); got != 2 {
+		t.Errorf("countReadyUntainted = %d, want 2 (the first and the fourth)", got)
+	}
 }
 
 func TestDefaults(t *testing.T) {
@@ -69,13 +95,13 @@ func TestSettingsOverride(t *testing.T) {
 // Every bad value is refused, naming its variable; nothing starts.
 func TestBadSettings(t *testing.T) {
 	_, err := FromEnv(testRoot(t), envOf(map[string]string{
-		"NODES": "many", "ZONES": "27", "JOBSET_APISERVERS": "5", "REAL_NODE": "maybe",
+		"NODES": "many", "ZONES": "27", "JOBSET_APISERVERS": "5", "REAL_NODE": "maybe", "NODE_LEASE_SECONDS": "5", "NODE_STATUS_SECONDS": "0",
 		"JOBSET": "sometimes", "NODE_BRIDGE_ADDRESS": "10.88.0.0/24", "SERVICE_CIDR": "10.96.0.1/16", "APISERVER_PORT": "70000",
 	}))
 	if err == nil {
 		t.Fatal("bad settings were accepted")
 	}
-	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT"} {
+	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "NODE_LEASE_SECONDS", "NODE_STATUS_SECONDS", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("the error does not name %s:\n%v", name, err)
 		}
@@ -169,7 +195,6 @@ func TestFakeNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var list struct {
-		Kind  string
 		Items []struct {
 			Metadata struct {
 				Name        string
@@ -179,11 +204,11 @@ func TestFakeNodes(t *testing.T) {
 			Status struct{ Allocatable map[string]string }
 		}
 	}
-	if err := json.Unmarshal(data, &list); err != nil {
+	if err := json.Unmarshal([]byte(`{"items":`+string(data)+`}`), &list); err != nil {
 		t.Fatal(err)
 	}
-	if list.Kind != "List" || len(list.Items) != 5 {
-		t.Fatalf("want a List of 5 nodes: %s", data)
+	if len(list.Items) != 5 {
+		t.Fatalf("want 5 nodes: %s", data)
 	}
 	want := []struct{ zone, rack, pool string }{
 		{"zone-a", "rack-0", "pool-0"}, {"zone-a", "rack-0", "pool-0"}, {"zone-b", "rack-1", "pool-0"},
@@ -193,6 +218,9 @@ func TestFakeNodes(t *testing.T) {
 		l := n.Metadata.Labels
 		if l["topology.kubernetes.io/zone"] != want[i].zone || l["topology.jobset.x-k8s.io/rack"] != want[i].rack || l["cloud.google.com/gke-nodepool"] != want[i].pool {
 			t.Errorf("node %d labels %v; want %v", i, l, want[i])
+		}
+		if a := n.Metadata.Annotations; a["node-heartbeat.stage.kwok.x-k8s.io/delay"] != "4m0s" || a["node-heartbeat.stage.kwok.x-k8s.io/jitter-delay"] != "5m0s" {
+			t.Errorf("node %d heartbeat annotations %v; want every 240 to 300 s (NODE_STATUS_SECONDS' default)", i, a)
 		}
 		if n.Metadata.Annotations["kwok.x-k8s.io/node"] != "fake" || n.Status.Allocatable["pods"] != "110" {
 			t.Errorf("node %d is not a kwok node with the allocatable: %+v", i, n)

@@ -30,6 +30,8 @@ var settings = []setting{
 	{"NODE_CPU", "32", "allocatable CPU of each fake node"},
 	{"NODE_MEMORY", "128Gi", "allocatable memory of each fake node"},
 	{"NODE_PODS", "110", "allocatable pods of each fake node"},
+	{"NODE_STATUS_SECONDS", "240", "kwok refreshes each fake node's status heartbeat every N to 1.25 N seconds (a kubelet reports an unchanged status every 5 minutes); raise it for thousands of nodes"},
+	{"NODE_LEASE_SECONDS", "40", "the fake nodes' Lease duration (a kubelet's default): kwok renews each Lease every quarter of it, and kube-controller-manager's --node-monitor-grace-period is set to it plus 10 s; raise it for thousands of nodes (at 40, 5,000 nodes renew 500 Leases a second)"},
 	{"SERVICE_CIDR", "10.96.0.0/16", "the Services' range"},
 	{"POD_CIDR", "10.244.0.0/16", "the fake pods' addresses (nothing connects to them)"},
 	{"JOBSET", "auto", "auto: start jobset-apiserver and jobset-controller when BIN_DIR has them; 0: never; 1: required"},
@@ -91,6 +93,7 @@ type Config struct {
 
 	Nodes, NodesPerRack, NodesPerPool, Zones int
 	NodeCPU, NodeMemory, NodePods            string
+	NodeStatusSeconds, NodeLeaseSeconds      int
 	ServiceCIDR, PodCIDR                     string
 
 	JobSet                              string // auto, 0 or 1 (normalised)
@@ -156,6 +159,8 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 	c.NodesPerPool = number("NODES_PER_POOL", 1, 100000)
 	c.Zones = number("ZONES", 1, 26)
 	c.NodeCPU, c.NodeMemory, c.NodePods = get("NODE_CPU"), get("NODE_MEMORY"), get("NODE_PODS")
+	c.NodeStatusSeconds = number("NODE_STATUS_SECONDS", 10, 3600)
+	c.NodeLeaseSeconds = number("NODE_LEASE_SECONDS", 10, 3600)
 	c.ServiceCIDR, c.PodCIDR = get("SERVICE_CIDR"), get("POD_CIDR")
 	for _, n := range []string{"SERVICE_CIDR", "POD_CIDR"} {
 		if p, err := netip.ParsePrefix(get(n)); err != nil || !p.Addr().Is4() || p != p.Masked() {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // The control plane: etcd, kube-apiserver, kube-controller-manager and
@@ -112,8 +113,17 @@ func (c *Cluster) controllerManagerArgs() []string {
 		"--service-cluster-ip-range="+c.ServiceCIDR,
 		"--flex-volume-plugin-dir="+c.data("flexvolume"),
 		"--leader-elect=false",
+		// A node is healthy while its Lease was renewed within the grace
+		// period: kwok renews every quarter of the Lease's duration.
+		"--node-monitor-grace-period="+c.nodeMonitorGracePeriod().String(),
 	)
 	return append(args, c.KCMArgs...)
+}
+
+// nodeMonitorGracePeriod is the Lease duration plus 10 s: 50 s, kube-
+// controller-manager's default, for a kubelet's default Lease of 40 s.
+func (c *Cluster) nodeMonitorGracePeriod() time.Duration {
+	return time.Duration(c.NodeLeaseSeconds+10) * time.Second
 }
 
 func (c *Cluster) schedulerArgs() []string {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // kwok plays the kubelet of every fake node (those annotated
@@ -26,7 +28,7 @@ func (c *Cluster) kwokArgs() []string {
 		"--node-port=" + strconv.Itoa(c.port("KWOK_PORT")),
 		"--server-address=" + c.local("KWOK_PORT"),
 		"--tls-cert-file=" + c.pki("kwok-serving") + ".crt", "--tls-private-key-file=" + c.pki("kwok-serving") + ".key",
-		"--node-lease-duration-seconds=40",
+		"--node-lease-duration-seconds=" + strconv.Itoa(c.NodeLeaseSeconds),
 		"--cidr=" + c.PodCIDR,
 	}
 }
@@ -45,8 +47,11 @@ func (c *Cluster) startKwok() error {
 		return err
 	}
 	c.logf("creating %d fake nodes", c.Nodes)
-	if c.Nodes > 0 {
-		nodes, err := json.Marshal(c.fakeNodes())
+	all := c.fakeNodes()
+	// One kubectl per batch: each call has its own time limit.
+	for start := 0; start < len(all); start += nodesPerApply {
+		batch := all[start:min(start+nodesPerApply, len(all))]
+		nodes, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": batch})
 		if err != nil {
 			return err
 		}
@@ -60,11 +65,15 @@ func (c *Cluster) startKwok() error {
 	return c.waitFor("kwok", fmt.Sprintf("%d kwok nodes Ready and untainted", c.Nodes), c.fakeNodesReady)
 }
 
-// fakeNodes is a List of the fake nodes: NODES_PER_RACK to a rack,
-// NODES_PER_POOL to a pool, racks spread over ZONES zones.
-func (c *Cluster) fakeNodes() map[string]any {
+// nodesPerApply is how many fake nodes one kubectl apply creates.
+const nodesPerApply = 500
+
+// fakeNodes are the fake nodes: NODES_PER_RACK to a rack, NODES_PER_POOL to
+// a pool, racks spread over ZONES zones.
+func (c *Cluster) fakeNodes() []any {
 	items := make([]any, 0, c.Nodes)
 	allocatable := map[string]string{"cpu": c.NodeCPU, "memory": c.NodeMemory, "pods": c.NodePods}
+	heartbeat := time.Duration(c.NodeStatusSeconds) * time.Second
 	for i := 0; i < c.Nodes; i++ {
 		rack, pool := i/c.NodesPerRack, i/c.NodesPerPool
 		name := fmt.Sprintf("kwok-node-%d", i)
@@ -76,6 +85,9 @@ func (c *Cluster) fakeNodes() map[string]any {
 				"annotations": map[string]string{
 					"kwok.x-k8s.io/node":                   "fake",
 					"metrics.k8s.io/resource-metrics-path": "/metrics/nodes/" + name + "/metrics/resource",
+					// hack/local/kwok/stages.yaml's node-heartbeat stage.
+					"node-heartbeat.stage.kwok.x-k8s.io/delay":        heartbeat.String(),
+					"node-heartbeat.stage.kwok.x-k8s.io/jitter-delay": (heartbeat * 5 / 4).String(),
 				},
 				"labels": map[string]string{
 					"type":                             "kwok",
@@ -93,33 +105,19 @@ func (c *Cluster) fakeNodes() map[string]any {
 			"status": map[string]any{"allocatable": allocatable, "capacity": allocatable},
 		})
 	}
-	return map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
-}
-
-type nodeList struct {
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			Taints []struct {
-				Key string `json:"key"`
-			} `json:"taints"`
-		} `json:"spec"`
-		conditions
-	} `json:"items"`
+	return items
 }
 
 // deleteExtraNodes removes fake nodes of an earlier run with more NODES.
 func (c *Cluster) deleteExtraNodes() error {
-	var nodes nodeList
-	if err := c.getJSON(&nodes, "nodes", "-l", "type=kwok"); err != nil {
+	out, err := c.kubectl(nil, "get", "nodes", "-l", "type=kwok", "-o", "jsonpath={.items[*].metadata.name}")
+	if err != nil {
 		return err
 	}
-	for _, n := range nodes.Items {
-		idx, err := strconv.Atoi(strings.TrimPrefix(n.Metadata.Name, "kwok-node-"))
-		if err != nil || idx >= c.Nodes || !strings.HasPrefix(n.Metadata.Name, "kwok-node-") {
-			if _, err := c.kubectl(nil, "delete", "node", n.Metadata.Name, "--wait=false"); err != nil {
+	for _, name := range strings.Fields(string(out)) {
+		idx, err := strconv.Atoi(strings.TrimPrefix(name, "kwok-node-"))
+		if err != nil || idx >= c.Nodes || !strings.HasPrefix(name, "kwok-node-") {
+			if _, err := c.kubectl(nil, "delete", "node", name, "--wait=false"); err != nil {
 				return err
 			}
 		}
@@ -128,27 +126,29 @@ func (c *Cluster) deleteExtraNodes() error {
 }
 
 // fakeNodesReady: every fake node Ready, and the node lifecycle controller
-// has lifted its not-ready taint (it does once it saw the node Ready).
+// has lifted its not-ready taint (it does once it saw the node Ready). It
+// reads one line a node, not the nodes' JSON: at thousands of nodes that
+// is tens of megabytes a poll.
 func (c *Cluster) fakeNodesReady() error {
-	var nodes nodeList
-	if err := c.getJSON(&nodes, "nodes", "-l", "type=kwok"); err != nil {
+	out, err := c.kubectl(nil, "get", "nodes", "-l", "type=kwok", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}`)
+	if err != nil {
 		return err
 	}
-	ready := 0
-	for _, n := range nodes.Items {
-		if !n.is("Ready") {
-			continue
-		}
-		tainted := false
-		for _, t := range n.Spec.Taints {
-			tainted = tainted || t.Key == "node.kubernetes.io/not-ready"
-		}
-		if !tainted {
-			ready++
-		}
-	}
-	if ready < c.Nodes {
+	if ready := countReadyUntainted(string(out)); ready < c.Nodes {
 		return fmt.Errorf("%d of %d fake nodes are Ready and untainted", ready, c.Nodes)
 	}
 	return nil
+}
+
+// countReadyUntainted counts the lines "<Ready status> <taint keys>" of
+// nodes that are Ready without the not-ready taint.
+func countReadyUntainted(lines string) int {
+	ready := 0
+	for _, line := range strings.Split(lines, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 0 && fields[0] == "True" && !slices.Contains(fields[1:], "node.kubernetes.io/not-ready") {
+			ready++
+		}
+	}
+	return ready
 }
