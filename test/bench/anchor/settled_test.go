@@ -40,9 +40,9 @@ import (
 // event history) with nothing changing. Then it changes one JobSet, Job
 // and Service that no controller acts on a few times (the watch caches
 // drop their history only as events come), waits 30 s, forces a garbage
-// collection, and reads the RSS and live Go heap of the API servers
-// against what they held before the first create (heap profiles kept in
-// _output/bench-anchor-profiles). Last, BENCH_LIST_SAMPLES (default 5)
+// collection, and reads the RSS and live Go heap of the API servers, and
+// the RSS of the cluster's etcd, against what they held before the first
+// create (heap profiles kept in _output/bench-anchor-profiles). Last, BENCH_LIST_SAMPLES (default 5)
 // rounds of lists through kube-apiserver, of the 1,000 and of every
 // JobSet, by a JSON client, a protobuf one, and one that reads the JSON
 // without decoding it, in an order that turns round from one round to the
@@ -95,6 +95,9 @@ type settled struct {
 	// sides (it holds the Jobs and Services on both, the JobSets on
 	// upstream's), jobset-apiserver on ours.
 	kube, ours memory
+	// The cluster's etcd: RSS growth (MiB). It holds upstream's JobSets;
+	// ours' are in jobset-apiserver's embedded etcd, inside its RSS.
+	etcdRSS float64
 	// The JobSet controller at rest: CPU over the window (s), RSS (MiB).
 	controllerCPU, controllerRSS float64
 	window                       time.Duration
@@ -155,6 +158,7 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 	for _, s := range servers {
 		before[s.name] = s.memory(b, c, "")
 	}
+	etcdBefore := etcdRSS(b, c)
 
 	quiet := watchQuiet(ctx, b, jobsets)
 	start := time.Now()
@@ -234,8 +238,24 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 			s.ours = after.minus(before[srv.name])
 		}
 	}
+	etcdAfter := etcdRSS(b, c)
+	s.etcdRSS = etcdAfter - etcdBefore
+	b.Logf("%s etcd: RSS %.1f -> %.1f MiB", side, etcdBefore, etcdAfter)
 	s.lists = listTimes(b, c, n, samples)
 	return s
+}
+
+// etcdRSS is the RSS of the cluster's etcd in MiB.
+func etcdRSS(b *testing.B, c *localcluster.Cluster) float64 {
+	pid, err := c.PID("etcd")
+	if err != nil {
+		b.Fatalf("etcd pid: %v", err)
+	}
+	rss, err := benchutil.ProcessRSSMiB(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rss
 }
 
 // nudger changes one object of each kind that the burst created in
@@ -534,7 +554,15 @@ func reportSettled(b *testing.B, got map[string][]settled, n int) {
 		b.ReportMetric(up, "upstream-CR-"+m.name+"-MiB/1000")
 		b.ReportMetric(ours/up, m.name+"-ours/upstream")
 	}
+	// With the storage: upstream's JobSets also live in the cluster's etcd
+	// (its growth less ours'), ours' in the etcd inside jobset-apiserver.
+	ours := mean("ours", func(s settled) float64 { return s.ours.rssMiB }) * perThousand
+	up := (mean("upstream", func(s settled) float64 { return s.kube.rssMiB + s.etcdRSS }) -
+		mean("ours", func(s settled) float64 { return s.kube.rssMiB + s.etcdRSS })) * perThousand
+	b.ReportMetric(up, "upstream-CR-RSS-with-etcd-MiB/1000")
+	b.ReportMetric(ours/up, "RSS-with-etcd-ours/upstream")
 	for _, side := range []string{"ours", "upstream"} {
+		b.ReportMetric(mean(side, func(s settled) float64 { return s.etcdRSS }), "etcd-RSS-growth-MiB-"+side)
 		b.ReportMetric(mean(side, func(s settled) float64 { return 100 * s.controllerCPU / s.window.Seconds() }), "controller-CPU-%-"+side)
 		b.ReportMetric(mean(side, func(s settled) float64 { return s.controllerRSS }), "controller-RSS-MiB-"+side)
 	}
