@@ -283,13 +283,27 @@ func admissionInitializers(c *genericapiserver.RecommendedConfig) ([]admission.P
 	if c.SharedInformerFactory == nil {
 		return nil, nil
 	}
-	serviceInformer := c.SharedInformerFactory.Core().V1().Services()
-	if err := serviceInformer.Informer().SetTransform(trimServiceForResolver); err != nil {
-		return nil, fmt.Errorf("trimming the cached Services: %w", err)
+	var client kubernetes.Interface
+	if c.ClientConfig != nil {
+		kube, err := kubernetes.NewForConfig(c.ClientConfig)
+		if err != nil {
+			return nil, fmt.Errorf("creating the client for webhook services: %w", err)
+		}
+		client = kube
 	}
-	services := serviceInformer.Lister()
+	resolver := newServiceResolver(client)
+	err := c.AddPostStartHook("jobset-webhook-services", func(ctx genericapiserver.PostStartHookContext) error {
+		go func() {
+			<-ctx.Done()
+			resolver.Stop()
+		}()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	return []admission.PluginInitializer{
-		webhookinit.NewPluginInitializer(nil, serviceResolver{services: services}),
+		webhookinit.NewPluginInitializer(nil, resolver),
 		quota.NewInitializer(),
 	}, nil
 }
