@@ -293,10 +293,7 @@ func admissionInitializers(c *genericapiserver.RecommendedConfig) ([]admission.P
 	}
 	resolver := newServiceResolver(client)
 	err := c.AddPostStartHook("jobset-webhook-services", func(ctx genericapiserver.PostStartHookContext) error {
-		go func() {
-			<-ctx.Done()
-			resolver.Stop()
-		}()
+		context.AfterFunc(ctx, resolver.Stop)
 		return nil
 	})
 	if err != nil {
