@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 )
 
 func TestMetricsFlags(t *testing.T) {
@@ -58,7 +58,7 @@ func TestMetricsServed(t *testing.T) {
 	if err := idx.Add(js); err != nil {
 		t.Fatal(err)
 	}
-	m.jobsets.SetLister(jslisters.NewJobSetLister(idx))
+	m.jobsets.SetLister(jobsetcache.Summaries{Indexer: idx})
 	m.recorder.Failed(js, "FailedJobs")
 	m.recorder.SyncDone(time.Millisecond, nil)
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),

@@ -301,7 +301,7 @@ func run(o *options) error {
 		}
 		ctrl.Store(c)
 		// Per-JobSet series are exported by the leader only.
-		m.jobsets.SetLister(c.JobSetLister())
+		m.jobsets.SetLister(c.JobSetSummaries())
 		defer m.jobsets.SetLister(nil)
 		factories.Start(ctx.Done())
 		done := make(chan struct{})

@@ -51,9 +51,9 @@ import (
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/controller/jobcache"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
 
 // ControllerName is the managedBy value this controller handles.
@@ -99,11 +99,11 @@ type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
 
-	jsLister jslisters.JobSetLister
+	jobSets jobsetcache.Lister
 	// jobs and revs index the child Jobs and ControllerRevisions by their
 	// JobSet (byJobSet), so that a sync does not scan its namespace.
 	jobs, revs cache.Indexer
-	// svcs holds the Services as metadata (metav1.PartialObjectMetadata).
+	// svcs holds the Services as metadata (cachedmeta.Object).
 	svcs      cache.Indexer
 	pvcLister corelisters.PersistentVolumeClaimLister
 	pcLister  schedulinglisters.PriorityClassLister
@@ -158,7 +158,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	svcInf := f.Kube.Core().V1().Services()
 	pvcInf := f.Kube.Core().V1().PersistentVolumeClaims()
 	revInf := f.Kube.Apps().V1().ControllerRevisions()
-	c.jsLister = jsInf.Lister()
+	c.jobSets = jobsetcache.Lister{Indexer: jsInf.Informer().GetIndexer()}
 	c.svcs = svcInf.Informer().GetIndexer()
 	c.pvcLister = pvcInf.Lister()
 	for _, inf := range []cache.SharedIndexInformer{jobInf.Informer(), revInf.Informer()} {
@@ -327,10 +327,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return nil
 }
 
-// JobSetLister returns the lister of the controller's JobSet informer (for
-// metrics read at scrape time).
-func (c *Controller) JobSetLister() jslisters.JobSetLister {
-	return c.jsLister
+// JobSetSummaries lists the JobSets of the controller's cache without
+// their templates (for metrics read at scrape time).
+func (c *Controller) JobSetSummaries() jobsetcache.Summaries {
+	return jobsetcache.Summaries{Indexer: c.jobSets.Indexer}
 }
 
 // HasSynced reports whether all caches synced (for readiness probes).
@@ -390,7 +390,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if err != nil {
 		return 0, nil
 	}
-	js, err := c.jsLister.JobSets(ns).Get(name)
+	js, err := c.jobSets.Get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
 		c.pacer.forget(key)

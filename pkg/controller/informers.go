@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -20,7 +19,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/cachedmeta"
 	"github.com/nativejobset/jobset/pkg/controller/jobcache"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 	"github.com/nativejobset/jobset/pkg/controller/placement"
 	versioned "github.com/nativejobset/jobset/pkg/generated/clientset/versioned"
 	jsinformers "github.com/nativejobset/jobset/pkg/generated/informers/externalversions"
@@ -79,7 +80,8 @@ func keepOnly(m map[string]string, keep map[string]bool, in *interner) map[strin
 
 // trimObject is the informer transform: it drops managed fields everywhere,
 // interns the strings that objects repeat, and caches a Job in its compact
-// form (jobcache.Job), with only the labels and annotations that are read.
+// form (jobcache.Job), with only the labels and annotations that are read,
+// and a JobSet with its spec encoded (jobsetcache.JobSet).
 // A Job that is edited is read from the API server first (resumeJob).
 func trimObject(obj interface{}) (interface{}, error) {
 	return cacheStrings.trim(obj)
@@ -105,30 +107,35 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 	case *corev1.Service:
 		// Only its existence and owner are read, and its JobSet label
 		// when it has no controller (keyForChild): it is cached as its
-		// metadata.
+		// metadata, without annotations.
 		in.meta(&o.ObjectMeta)
 		if metav1.GetControllerOf(o) != nil {
 			o.Labels = nil
 		}
-		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}, ObjectMeta: o.ObjectMeta}, nil
+		o.Annotations = nil
+		return cachedmeta.NewObject(&o.ObjectMeta), nil
 	case *jobset.JobSet:
-		// The controller builds its Jobs from the whole spec. Its labels
-		// are never read, and of its annotations only those of
-		// jobSetAnnotationsRead (kubectl apply's last-applied
-		// configuration alone would double a cached JobSet).
+		// The controller builds its Jobs from the whole spec: it is
+		// cached encoded (jobsetcache.JobSet). Its labels are never read,
+		// and of its annotations only those of jobSetAnnotationsRead
+		// (kubectl apply's last-applied configuration alone would double
+		// a cached JobSet).
 		in.meta(&o.ObjectMeta)
 		o.Labels = nil
 		o.Annotations = keepOnly(o.Annotations, jobSetAnnotationsRead, in)
 		in.jobSet(o)
+		return jobsetcache.Compact(o)
 	case *appsv1.ControllerRevision:
 		// The data (the templates) is read only while an update is
-		// pending, from the API server (revisionData). Like a Service's,
-		// its labels are read only when it has no controller.
+		// pending, from the API server (revisionData): it is cached as
+		// its metadata and number. Like a Service's, its labels are read
+		// only when it has no controller, its annotations never.
 		in.meta(&o.ObjectMeta)
 		if metav1.GetControllerOf(o) != nil {
 			o.Labels = nil
 		}
-		o.Data = runtime.RawExtension{}
+		o.Annotations = nil
+		return cachedmeta.NewRevision(o), nil
 	}
 	return obj, nil
 }
@@ -145,17 +152,12 @@ func (in *interner) meta(m *metav1.ObjectMeta) {
 	}
 }
 
-// jobSet interns the strings of a JobSet that others repeat.
+// jobSet interns the strings of a JobSet's status and its replicated Jobs'
+// names (the spec is cached encoded; the names are kept for the metrics).
 func (in *interner) jobSet(js *jobset.JobSet) {
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
-		rj.Name, rj.GroupName = in.get(rj.Name), in.get(rj.GroupName)
-		pod := &rj.Template.Spec.Template.Spec
-		for _, cs := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
-			for j := range cs {
-				cs[j].Name, cs[j].Image = in.get(cs[j].Name), in.get(cs[j].Image)
-			}
-		}
+		rj.Name = in.get(rj.Name)
 	}
 	st := &js.Status
 	for i := range st.Conditions {

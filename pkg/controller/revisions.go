@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/cachedmeta"
 	"github.com/nativejobset/jobset/pkg/podresources"
 )
 
@@ -226,7 +227,7 @@ func (c *Controller) forgetRevisionData(obj interface{}) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if cr, ok := obj.(*appsv1.ControllerRevision); ok {
+	if cr, ok := cachedmeta.RevisionOf(obj); ok {
 		c.revData.Delete(cr.UID)
 	}
 }
@@ -265,7 +266,7 @@ func (c *Controller) ownedRevisions(js *jobset.JobSet) (map[string]*appsv1.Contr
 	}
 	out := make(map[string]*appsv1.ControllerRevision, len(list))
 	for _, o := range list {
-		if cr, ok := o.(*appsv1.ControllerRevision); ok && isOwnedBy(cr.OwnerReferences, js) {
+		if cr, ok := cachedmeta.RevisionOf(o); ok && isOwnedBy(cr.OwnerReferences, js) {
 			out[cr.Name] = cr
 		}
 	}

@@ -8,13 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/controller"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 )
 
 var (
@@ -45,12 +43,18 @@ var (
 		"JobSets left out of the kube_jobset_* series by --metrics-max-jobsets in this scrape.", nil, nil)
 )
 
+// Lister lists the summaries of the JobSets to export
+// (jobsetcache.Summaries).
+type Lister interface {
+	List() []jobsetcache.Summary
+}
+
 // JobSetCollector exports per-JobSet gauges from the JobSet lister at
 // scrape time. It keeps no per-object state: a deleted JobSet's series
 // disappear with it from the next scrape. Until SetLister is called (for
 // instance while the process is not the leader) it exports no JobSet.
 type JobSetCollector struct {
-	lister     atomic.Pointer[jslisters.JobSetLister]
+	lister     atomic.Pointer[Lister]
 	maxJobSets int
 	// now is the scrape time (a field for tests).
 	now func() time.Time
@@ -65,7 +69,7 @@ func NewJobSetCollector(maxJobSets int) *JobSetCollector {
 }
 
 // SetLister sets the lister read at scrape time; nil stops the export.
-func (c *JobSetCollector) SetLister(l jslisters.JobSetLister) {
+func (c *JobSetCollector) SetLister(l Lister) {
 	if l == nil {
 		c.lister.Store(nil)
 		return
@@ -82,14 +86,9 @@ func (c *JobSetCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *JobSetCollector) Collect(ch chan<- prometheus.Metric) {
-	var list []*jobset.JobSet
+	var list []jobsetcache.Summary
 	if l := c.lister.Load(); l != nil {
-		var err error
-		list, err = (*l).List(labels.Everything())
-		if err != nil {
-			utilruntime.HandleError(err)
-			return
-		}
+		list = (*l).List()
 	}
 	skipped := 0
 	if c.maxJobSets > 0 && len(list) > c.maxJobSets {
@@ -117,7 +116,7 @@ func (c *JobSetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func collectJobSet(ch chan<- prometheus.Metric, js *jobset.JobSet) {
+func collectJobSet(ch chan<- prometheus.Metric, js jobsetcache.Summary) {
 	gauge := func(d *prometheus.Desc, v int32, rj string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), js.Namespace, js.Name, rj)
 	}
@@ -125,7 +124,7 @@ func collectJobSet(ch chan<- prometheus.Metric, js *jobset.JobSet) {
 	for i := range js.Status.ReplicatedJobsStatus {
 		status[js.Status.ReplicatedJobsStatus[i].Name] = &js.Status.ReplicatedJobsStatus[i]
 	}
-	for _, rj := range js.Spec.ReplicatedJobs {
+	for _, rj := range js.ReplicatedJobs {
 		gauge(descSpecified, ptr.Deref(rj.Replicas, 1), rj.Name)
 		st := status[rj.Name]
 		if st == nil {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 )
 
 var scrapeTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -41,7 +41,7 @@ func testJobSet(ns, name string) *jobset.JobSet {
 	}
 }
 
-func lister(t *testing.T, objs ...*jobset.JobSet) (jslisters.JobSetLister, cache.Indexer) {
+func lister(t *testing.T, objs ...*jobset.JobSet) (jobsetcache.Summaries, cache.Indexer) {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, o := range objs {
@@ -49,7 +49,7 @@ func lister(t *testing.T, objs ...*jobset.JobSet) (jslisters.JobSetLister, cache
 			t.Fatal(err)
 		}
 	}
-	return jslisters.NewJobSetLister(idx), idx
+	return jobsetcache.Summaries{Indexer: idx}, idx
 }
 
 const oneJobSet = `

@@ -16,8 +16,8 @@ import (
 	jobsetapi "github.com/nativejobset/jobset/pkg/apis/jobset"
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 	"github.com/nativejobset/jobset/pkg/controller"
+	"github.com/nativejobset/jobset/pkg/controller/jobsetcache"
 	ctrlmetrics "github.com/nativejobset/jobset/pkg/controller/metrics"
-	jslisters "github.com/nativejobset/jobset/pkg/generated/listers/jobset/v1alpha2"
 )
 
 // Gather builds the registry the controller serves on /metrics (the same
@@ -53,7 +53,7 @@ func Gather() ([]*dto.MetricFamily, error) {
 	if err := idx.Add(js); err != nil {
 		return nil, err
 	}
-	col.SetLister(jslisters.NewJobSetLister(idx))
+	col.SetLister(jobsetcache.Summaries{Indexer: idx})
 
 	// The controller's queue (pkg/controller: Name "jobset"), with one key
 	// processed and one retried.
