@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apitestingfuzzer "k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,4 +125,34 @@ func TestSummaryDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { _ = c.Summary() }); n != 0 {
 		t.Fatalf("Summary allocates %v times", n)
 	}
+}
+
+// BenchmarkGet is what a sync pays to read its JobSet: the spec decoded
+// from the cache, for a JobSet of two replicated Jobs of one container.
+func BenchmarkGet(b *testing.B) {
+	tmpl := func(name string) jobset.ReplicatedJob {
+		rj := jobset.ReplicatedJob{Name: name, Replicas: ptr.To[int32](4)}
+		rj.Template.Spec.Parallelism, rj.Template.Spec.Completions = ptr.To[int32](1), ptr.To[int32](1)
+		rj.Template.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "registry.example/trainer:v1",
+			Command: []string{"python", "train.py"}, Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
+		return rj
+	}
+	js := &jobset.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "js"},
+		Spec: jobset.JobSetSpec{ReplicatedJobs: []jobset.ReplicatedJob{tmpl("leader"), tmpl("workers")}}}
+	c, err := Compact(js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := idx.Add(c); err != nil {
+		b.Fatal(err)
+	}
+	l := Lister{Indexer: idx}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Get("ns", "js"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(c.spec)), "spec-bytes")
 }
