@@ -103,6 +103,9 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead, in)
 		in.jobConditions(o.Status.Conditions)
 		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
+		o.Spec.Parallelism, o.Spec.Completions = sharedInt32(o.Spec.Parallelism), sharedInt32(o.Spec.Completions)
+		o.Spec.BackoffLimit, o.Spec.BackoffLimitPerIndex = sharedInt32(o.Spec.BackoffLimit), sharedInt32(o.Spec.BackoffLimitPerIndex)
+		o.Status.Ready = sharedInt32(o.Status.Ready)
 		return jobcache.Compact(o), nil
 	case *corev1.Service:
 		// Only its existence and owner are read, and its JobSet label
@@ -140,7 +143,8 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 	return obj, nil
 }
 
-// meta interns the namespace and the owner references (the labels kept are
+// meta interns the namespace and the owner references, and shares one list
+// of a single owner among the owner's children (the labels kept are
 // interned by keepOnly).
 func (in *interner) meta(m *metav1.ObjectMeta) {
 	m.Namespace = in.get(m.Namespace)
@@ -150,6 +154,7 @@ func (in *interner) meta(m *metav1.ObjectMeta) {
 		r.UID = types.UID(in.get(string(r.UID)))
 		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
 	}
+	m.OwnerReferences = in.ownerRefs(m.OwnerReferences)
 }
 
 // jobSet interns the strings of a JobSet's status and its replicated Jobs'

@@ -1,6 +1,11 @@
 package controller
 
-import "sync"
+import (
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // internerSize bounds the strings an interner holds: a few hundred
 // kilobytes at most.
@@ -16,10 +21,33 @@ type interner struct {
 	mu   sync.Mutex
 	size int
 	m    map[string]string
+	// owners holds single-owner reference lists by the owner's UID: the
+	// Jobs, Service and revisions of a JobSet share one (80 bytes each
+	// otherwise). Bounded and cleared like m.
+	owners map[types.UID][]metav1.OwnerReference
 }
 
 func newInterner(size int) *interner {
-	return &interner{size: size, m: make(map[string]string, size)}
+	return &interner{size: size, m: make(map[string]string, size), owners: make(map[types.UID][]metav1.OwnerReference)}
+}
+
+// ownerRefs returns a shared copy of refs when it is one reference whose
+// strings and pointers are already interned, else refs.
+func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if len(refs) != 1 {
+		return refs
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	r := &refs[0]
+	if v, ok := in.owners[r.UID]; ok && v[0] == *r {
+		return v
+	}
+	if len(in.owners) >= in.size {
+		clear(in.owners)
+	}
+	in.owners[r.UID] = refs
+	return refs
 }
 
 // get returns the interned copy of s.
@@ -52,4 +80,24 @@ func sharedBool(b *bool) *bool {
 	default:
 		return &sharedFalse
 	}
+}
+
+// smallInt32s are the values sharedInt32 shares: a Job's sizes, backoff
+// limits and ready count are small numbers, each decoded into an
+// allocation of its own.
+var smallInt32s = func() (out [256]int32) {
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}()
+
+// sharedInt32 returns a pointer to a shared copy of *v when it is small,
+// else v. Cached objects are never written through (readers copy before
+// they edit), so they can share one.
+func sharedInt32(v *int32) *int32 {
+	if v == nil || *v < 0 || int(*v) >= len(smallInt32s) {
+		return v
+	}
+	return &smallInt32s[*v]
 }

@@ -228,3 +228,42 @@ func TestInternerIsBounded(t *testing.T) {
 		t.Fatal("the empty string is interned")
 	}
 }
+
+func TestSharedInt32(t *testing.T) {
+	if sharedInt32(ptr.To[int32](3)) != sharedInt32(ptr.To[int32](3)) {
+		t.Fatal("a small value is not shared")
+	}
+	for _, v := range []*int32{nil, ptr.To[int32](-1), ptr.To[int32](100000)} {
+		if got := sharedInt32(v); got != v {
+			t.Fatalf("sharedInt32(%v) = %p, want the pointer itself", v, got)
+		}
+	}
+	if *sharedInt32(ptr.To[int32](255)) != 255 {
+		t.Fatal("wrong shared value")
+	}
+}
+
+// TestOwnerReferencesShared: children of one owner share one list; another
+// owner, or the same UID with other fields, does not get it.
+func TestOwnerReferencesShared(t *testing.T) {
+	in := newInterner(2)
+	ref := func(name, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v", Kind: "JobSet", Name: name, UID: types.UID(uid), Controller: sharedBool(ptr.To(true))}}
+	}
+	a := in.ownerRefs(ref("a", "1"))
+	if b := in.ownerRefs(ref("a", "1")); &b[0] != &a[0] {
+		t.Fatal("equal owner references are not shared")
+	}
+	if c := in.ownerRefs(ref("renamed", "1")); &c[0] == &a[0] || c[0].Name != "renamed" {
+		t.Fatal("a different reference with the same UID got the shared list")
+	}
+	two := append(ref("a", "1"), ref("b", "2")...)
+	if got := in.ownerRefs(two); &got[0] != &two[0] {
+		t.Fatal("a list of two owners is not kept as is")
+	}
+	in.ownerRefs(ref("x", "3"))
+	in.ownerRefs(ref("y", "4")) // full: forgets everything
+	if len(in.owners) > 2 {
+		t.Fatalf("interner holds %d owner lists, size 2", len(in.owners))
+	}
+}
