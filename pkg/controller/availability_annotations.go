@@ -24,24 +24,30 @@ var availabilityKeys = []string{
 // availabilityFromAnnotations reads the state. A value that does not parse
 // (edited by hand) counts as absent rather than failing the sync.
 func availabilityFromAnnotations(a map[string]string) availabilityState {
+	return availabilityFrom(func(key string) string { return a[key] })
+}
+
+// availabilityFrom reads the state through annotation, which returns the
+// value of an annotation ("" when absent).
+func availabilityFrom(annotation func(key string) string) availabilityState {
 	var s availabilityState
-	s.AvailableSince = parseAvailabilityTime(a[jobsetapi.AvailableSinceAnnotation])
+	s.AvailableSince = parseAvailabilityTime(annotation(jobsetapi.AvailableSinceAnnotation))
 	if s.AvailableSince != nil {
-		if g, err := strconv.ParseInt(a[jobsetapi.AvailableGenerationAnnotation], 10, 64); err == nil {
+		if g, err := strconv.ParseInt(annotation(jobsetapi.AvailableGenerationAnnotation), 10, 64); err == nil {
 			s.AvailableGeneration = g
 		}
 	}
-	if d := parseSeconds(a[jobsetapi.UptimeSecondsAnnotation]); d != nil {
+	if d := parseSeconds(annotation(jobsetapi.UptimeSecondsAnnotation)); d != nil {
 		s.Uptime = *d
 	}
-	s.Downtime = parseSeconds(a[jobsetapi.InterruptedSecondsAnnotation])
+	s.Downtime = parseSeconds(annotation(jobsetapi.InterruptedSecondsAnnotation))
 	if s.Downtime != nil {
-		s.InterruptedSince = parseAvailabilityTime(a[jobsetapi.InterruptedSinceAnnotation])
+		s.InterruptedSince = parseAvailabilityTime(annotation(jobsetapi.InterruptedSinceAnnotation))
 	}
-	if n, err := strconv.ParseInt(a[jobsetapi.InterruptionsAnnotation], 10, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseInt(annotation(jobsetapi.InterruptionsAnnotation), 10, 64); err == nil && n > 0 {
 		s.Interruptions = n
 	}
-	s.UptimeAtLastRecovery = parseSeconds(a[jobsetapi.UptimeAtLastRecoveryAnnotation])
+	s.UptimeAtLastRecovery = parseSeconds(annotation(jobsetapi.UptimeAtLastRecoveryAnnotation))
 	return s
 }
 
@@ -88,17 +94,19 @@ func availabilityPatch(current map[string]string, want map[string]string) map[st
 }
 
 // UptimeSeconds is a JobSet's total available time at now, read from its
-// annotations (for the uptime gauge, computed at scrape time).
-func UptimeSeconds(annotations map[string]string, now time.Time) float64 {
-	s := availabilityFromAnnotations(annotations)
+// annotations through annotation (the value of a key, "" when absent; a
+// cached JobSet's is read without building a map), for the uptime gauge,
+// computed at scrape time.
+func UptimeSeconds(annotation func(key string) string, now time.Time) float64 {
+	s := availabilityFrom(annotation)
 	return s.uptimeAt(now).Seconds()
 }
 
 // InterruptionSeconds is the downtime so far of a JobSet's current
 // interruption at now (0 when it is not interrupted), read from its
-// annotations.
-func InterruptionSeconds(annotations map[string]string, now time.Time) float64 {
-	s := availabilityFromAnnotations(annotations)
+// annotations (read as UptimeSeconds reads them).
+func InterruptionSeconds(annotation func(key string) string, now time.Time) float64 {
+	s := availabilityFrom(annotation)
 	return s.downtimeAt(now).Seconds()
 }
 

@@ -102,10 +102,6 @@ func (in *interner) trim(obj interface{}) (interface{}, error) {
 		o.Labels = keepOnly(o.Labels, jobLabelsRead, in)
 		o.Annotations = keepOnly(o.Annotations, jobAnnotationsRead, in)
 		in.jobConditions(o.Status.Conditions)
-		o.Spec.Suspend = sharedBool(o.Spec.Suspend)
-		o.Spec.Parallelism, o.Spec.Completions = sharedInt32(o.Spec.Parallelism), sharedInt32(o.Spec.Completions)
-		o.Spec.BackoffLimit, o.Spec.BackoffLimitPerIndex = sharedInt32(o.Spec.BackoffLimit), sharedInt32(o.Spec.BackoffLimitPerIndex)
-		o.Status.Ready = sharedInt32(o.Status.Ready)
 		return jobcache.Compact(o), nil
 	case *corev1.Service:
 		// Only its existence and owner are read, and its JobSet label

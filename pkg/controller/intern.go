@@ -68,7 +68,8 @@ func (in *interner) get(s string) string {
 }
 
 // Shared values of pointer fields: the cache's objects are never changed
-// (readers copy before they edit), so Jobs can point at one true.
+// (readers copy before they edit), so owner references can point at one
+// true.
 var sharedTrue, sharedFalse = true, false
 
 func sharedBool(b *bool) *bool {
@@ -80,24 +81,4 @@ func sharedBool(b *bool) *bool {
 	default:
 		return &sharedFalse
 	}
-}
-
-// smallInt32s are the values sharedInt32 shares: a Job's sizes, backoff
-// limits and ready count are small numbers, each decoded into an
-// allocation of its own.
-var smallInt32s = func() (out [256]int32) {
-	for i := range out {
-		out[i] = int32(i)
-	}
-	return out
-}()
-
-// sharedInt32 returns a pointer to a shared copy of *v when it is small,
-// else v. Cached objects are never written through (readers copy before
-// they edit), so they can share one.
-func sharedInt32(v *int32) *int32 {
-	if v == nil || *v < 0 || int(*v) >= len(smallInt32s) {
-		return v
-	}
-	return &smallInt32s[*v]
 }

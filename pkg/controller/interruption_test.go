@@ -225,18 +225,18 @@ func TestAvailabilityAnnotations(t *testing.T) {
 	if got := availabilityFromAnnotations(a); !reflect.DeepEqual(got.annotations(), a) {
 		t.Fatalf("round trip = %+v", got)
 	}
-	if got := UptimeSeconds(a, t0.Add(11500*time.Millisecond)); got != 100 {
+	if got := UptimeSeconds(mapReader(a), t0.Add(11500*time.Millisecond)); got != 100 {
 		t.Fatalf("UptimeSeconds = %v, want 100", got)
 	}
-	if got := InterruptionSeconds(a, t0); got != 0 {
+	if got := InterruptionSeconds(mapReader(a), t0); got != 0 {
 		t.Fatalf("InterruptionSeconds while available = %v", got)
 	}
 	interrupted := availabilityState{Downtime: durationPtr(5 * time.Second), InterruptedSince: timePtr(t0)}
-	if got := InterruptionSeconds(interrupted.annotations(), t0.Add(10*time.Second)); got != 15 {
+	if got := InterruptionSeconds(mapReader(interrupted.annotations()), t0.Add(10*time.Second)); got != 15 {
 		t.Fatalf("InterruptionSeconds = %v, want 15", got)
 	}
 	paused := availabilityState{Downtime: durationPtr(5 * time.Second)}
-	if got := InterruptionSeconds(paused.annotations(), t0.Add(10*time.Second)); got != 5 {
+	if got := InterruptionSeconds(mapReader(paused.annotations()), t0.Add(10*time.Second)); got != 5 {
 		t.Fatalf("InterruptionSeconds while suspended = %v, want 5", got)
 	}
 
@@ -258,4 +258,9 @@ func TestAvailabilityAnnotations(t *testing.T) {
 	if !reflect.DeepEqual(p, wantPatch) {
 		t.Fatalf("patch = %v", p)
 	}
+}
+
+// mapReader reads annotations from a map, as UptimeSeconds reads them.
+func mapReader(a map[string]string) func(string) string {
+	return func(key string) string { return a[key] }
 }

@@ -268,7 +268,7 @@ func TestInterruptionSamplesObservedOnceStored(t *testing.T) {
 	if !reflect.DeepEqual(m.recovered, []time.Duration{30 * time.Second}) {
 		t.Fatalf("time to recover = %v, want one 30s sample", m.recovered)
 	}
-	if got := UptimeSeconds(fx.jobSet("js").Annotations, fx.clock.Now().Add(10*time.Second)); got != 70 {
+	if got := UptimeSeconds(mapReader(fx.jobSet("js").Annotations), fx.clock.Now().Add(10*time.Second)); got != 70 {
 		t.Fatalf("uptime = %v, want 70", got)
 	}
 

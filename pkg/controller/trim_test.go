@@ -47,7 +47,9 @@ func fullMeta(now metav1.Time, owner metav1.OwnerReference) metav1.ObjectMeta {
 // controller and placement read, and drops the others. A new reader of a
 // dropped field must move it to the kept ones here (and in the transform).
 func TestTrimKeepsWhatIsRead(t *testing.T) {
-	now := metav1.NewTime(t0)
+	// Decoded times are local (metav1.Time's decoders), and the cache
+	// gives them back so.
+	now := metav1.NewTime(t0.Local())
 	owner := metav1.OwnerReference{APIVersion: jobset.SchemeGroupVersion.String(), Kind: jobSetKind, Name: "js", UID: "js-uid",
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 	conditions := []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded",
@@ -226,20 +228,6 @@ func TestInternerIsBounded(t *testing.T) {
 	}
 	if in.get("") != "" || len(in.m) != 1 {
 		t.Fatal("the empty string is interned")
-	}
-}
-
-func TestSharedInt32(t *testing.T) {
-	if sharedInt32(ptr.To[int32](3)) != sharedInt32(ptr.To[int32](3)) {
-		t.Fatal("a small value is not shared")
-	}
-	for _, v := range []*int32{nil, ptr.To[int32](-1), ptr.To[int32](100000)} {
-		if got := sharedInt32(v); got != v {
-			t.Fatalf("sharedInt32(%v) = %p, want the pointer itself", v, got)
-		}
-	}
-	if *sharedInt32(ptr.To[int32](255)) != 255 {
-		t.Fatal("wrong shared value")
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 func fullMeta() metav1.ObjectMeta {
-	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	// Local, as decoded times are (metav1.Time's decoders).
+	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC).Local())
 	return metav1.ObjectMeta{
 		Name: "x", GenerateName: "x-", Namespace: "ns", UID: "u", ResourceVersion: "7", Generation: 2,
 		CreationTimestamp: now, DeletionTimestamp: &now, DeletionGracePeriodSeconds: ptr.To[int64](30),
@@ -70,7 +71,7 @@ func TestDeepCopySharesNoState(t *testing.T) {
 	}
 	cp.GetOwnerReferences()[0].Name = "changed"
 	*cp.GetDeletionTimestamp() = metav1.Now()
-	cp.labels[0].value = "changed"
+	cp.pairs.values[0] = "changed"
 	if orig.GetOwnerReferences()[0].Name != "o" || !orig.GetDeletionTimestamp().Equal(&full.CreationTimestamp) ||
 		orig.GetLabels()["a"] != "1" {
 		t.Fatal("changing the copy changed the original")
@@ -96,5 +97,45 @@ func TestRevision(t *testing.T) {
 	}
 	if cp := r.DeepCopyObject().(*Revision); !reflect.DeepEqual(cp, r) {
 		t.Fatalf("DeepCopyObject = %+v, want %+v", cp, r)
+	}
+}
+
+// TestKeysShared: objects with the same label and annotation keys share
+// one list of keys, and a key that is a label in one and an annotation in
+// another does not mix them up.
+func TestKeysShared(t *testing.T) {
+	a := Of(&metav1.ObjectMeta{Labels: map[string]string{"k": "1", "l": "2"}, Annotations: map[string]string{"n": "a"}})
+	b := Of(&metav1.ObjectMeta{Labels: map[string]string{"l": "3", "k": "4"}, Annotations: map[string]string{"n": "b"}})
+	if a.pairs.keys != b.pairs.keys {
+		t.Fatal("same keys, two lists")
+	}
+	c := Of(&metav1.ObjectMeta{Labels: map[string]string{"k": "1"}, Annotations: map[string]string{"l": "2", "n": "a"}})
+	if c.pairs.keys == a.pairs.keys {
+		t.Fatal("a label and an annotation of the same key share a list")
+	}
+	if got := b.GetLabels(); !reflect.DeepEqual(got, map[string]string{"k": "4", "l": "3"}) {
+		t.Fatalf("labels %v", got)
+	}
+	if got := c.GetAnnotations(); !reflect.DeepEqual(got, map[string]string{"l": "2", "n": "a"}) {
+		t.Fatalf("annotations %v", got)
+	}
+	b.SetLabels(nil)
+	if b.GetLabels() != nil || !reflect.DeepEqual(b.GetAnnotations(), map[string]string{"n": "b"}) {
+		t.Fatalf("after SetLabels(nil): labels %v, annotations %v", b.GetLabels(), b.GetAnnotations())
+	}
+	if !reflect.DeepEqual(a.GetLabels(), map[string]string{"k": "1", "l": "2"}) {
+		t.Fatal("changing one object's labels changed another's")
+	}
+}
+
+// TestCreationTime: the zero time stays zero; a time keeps its instant.
+func TestCreationTime(t *testing.T) {
+	if m := Of(&metav1.ObjectMeta{}); !m.GetCreationTimestamp().Time.IsZero() {
+		t.Fatalf("zero time read back as %v", m.GetCreationTimestamp())
+	}
+	at := time.Date(1999, 12, 31, 23, 59, 59, 123, time.UTC)
+	m := Of(&metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(at)})
+	if got := m.GetCreationTimestamp(); !got.Time.Equal(at) {
+		t.Fatalf("read back %v, want %v", got, at)
 	}
 }

@@ -1,7 +1,7 @@
 // Package jobcache holds the compact form in which the controller caches
 // its child Jobs. A batchv1.Job is 1.3 KB of struct even with its pod
 // template emptied (the template is held inline); the cached Job keeps only
-// what the controller and placement read, in 272 bytes of struct, and is read
+// what the controller and placement read, in 208 bytes of struct, and is read
 // back as a batchv1.Job with Of.
 package jobcache
 
@@ -17,92 +17,121 @@ import (
 // Job is a cached child Job. Through its metadata (cachedmeta.Meta) it
 // implements metav1.Object, so that the informer's key and index
 // functions apply.
+//
+// Of its spec it keeps the sizes, backoff limits, suspend, managedBy and
+// whether it has a pod failure policy (never its rules); of its status
+// the conditions and pod counts. Not read, so not kept: the completion
+// mode (placement.GateJob reads it of Jobs being built), the pod
+// template, the selector, the deadlines, TTL and replacement policy, the
+// start and completion times, the terminating and uncounted pods, the
+// completed and failed indexes. The optional numbers are held as values
+// with a bit each for whether they are set (a pointer and the number it
+// points at took 16 bytes, the value takes 4), and read back as pointers
+// into the cached Job.
 type Job struct {
 	cachedmeta.Meta
-	Spec   Spec
-	Status Status
+	parallelism, completions, backoffLimit, backoffLimitPerIndex int32
+	active, succeeded, failed, ready                             int32
+	managedBy                                                    *string
+	conditions                                                   []batchv1.JobCondition
+	set                                                          fields
 }
 
-// Spec holds the fields of a Job's spec that are read from the cache. Not
-// read: the completion mode (placement.GateJob reads it of Jobs being
-// built), the pod template, the selector, the policies but whether there
-// is a pod failure policy, the deadlines, TTL and replacement policy.
-type Spec struct {
-	Parallelism, Completions           *int32
-	BackoffLimit, BackoffLimitPerIndex *int32
-	Suspend                            *bool
-	ManagedBy                          *string
-	// HasPodFailurePolicy: only whether the Job has a pod failure policy
-	// is read, never its rules.
-	HasPodFailurePolicy bool
-}
+// fields is a set of bits: which optional fields are set, and the
+// booleans.
+type fields uint8
 
-// Status holds the fields of a Job's status that are read from the cache:
-// its conditions and pod counts. Not read: the start and completion times,
-// the terminating and uncounted pods, the completed and failed indexes.
-type Status struct {
-	Conditions                []batchv1.JobCondition
-	Active, Succeeded, Failed int32
-	Ready                     *int32
-}
+const (
+	hasParallelism fields = 1 << iota
+	hasCompletions
+	hasBackoffLimit
+	hasBackoffLimitPerIndex
+	hasReady
+	hasSuspend
+	suspended
+	hasPodFailurePolicy
+)
 
 // PodFailurePolicy stands in a Job read from the cache for its pod
-// failure policy (see Spec.HasPodFailurePolicy).
+// failure policy: only whether a Job has one is read, never its rules.
 var PodFailurePolicy = &batchv1.PodFailurePolicy{}
+
+// Shared values of Job.Spec.Suspend: cached Jobs are never changed.
+var suspendTrue, suspendFalse = true, false
 
 // Compact returns the cached form of job. Of its metadata it keeps the
 // name, namespace, UID, resource version, creation and deletion times,
 // labels, annotations and owner references (the caller trims the labels
-// and annotations); of its spec and status the fields of Spec and Status.
-// The pod template, the selector, the success policy, the other fields of
-// spec and status and the rest of the metadata (generation, finalizers,
-// generateName, managedFields) are never read.
+// and annotations); of its spec and status the fields named on Job.
+// It shares job's strings, conditions and managedBy.
 func Compact(job *batchv1.Job) *Job {
-	s := &job.Spec
-	return &Job{
-		Meta: cachedmeta.Of(&job.ObjectMeta),
-		Spec: Spec{
-			Parallelism:          s.Parallelism,
-			Completions:          s.Completions,
-			BackoffLimit:         s.BackoffLimit,
-			BackoffLimitPerIndex: s.BackoffLimitPerIndex,
-			Suspend:              s.Suspend,
-			ManagedBy:            s.ManagedBy,
-			HasPodFailurePolicy:  s.PodFailurePolicy != nil,
-		},
-		Status: Status{
-			Conditions: job.Status.Conditions,
-			Active:     job.Status.Active,
-			Succeeded:  job.Status.Succeeded,
-			Failed:     job.Status.Failed,
-			Ready:      job.Status.Ready,
-		},
+	s, st := &job.Spec, &job.Status
+	out := &Job{
+		Meta:       cachedmeta.Of(&job.ObjectMeta),
+		managedBy:  s.ManagedBy,
+		conditions: st.Conditions,
+		active:     st.Active, succeeded: st.Succeeded, failed: st.Failed,
+	}
+	out.setInt32(&out.parallelism, s.Parallelism, hasParallelism)
+	out.setInt32(&out.completions, s.Completions, hasCompletions)
+	out.setInt32(&out.backoffLimit, s.BackoffLimit, hasBackoffLimit)
+	out.setInt32(&out.backoffLimitPerIndex, s.BackoffLimitPerIndex, hasBackoffLimitPerIndex)
+	out.setInt32(&out.ready, st.Ready, hasReady)
+	if s.Suspend != nil {
+		out.set |= hasSuspend
+		if *s.Suspend {
+			out.set |= suspended
+		}
+	}
+	if s.PodFailurePolicy != nil {
+		out.set |= hasPodFailurePolicy
+	}
+	return out
+}
+
+func (j *Job) setInt32(dst *int32, v *int32, bit fields) {
+	if v != nil {
+		*dst = *v
+		j.set |= bit
 	}
 }
 
+// int32Ptr returns a pointer to the cached field v when bit is set.
+func (j *Job) int32Ptr(v *int32, bit fields) *int32 {
+	if j.set&bit == 0 {
+		return nil
+	}
+	return v
+}
+
 // Job returns the cached Job as a batchv1.Job. Its labels and annotations
-// are new maps; it shares the cache's other slices and pointers: like any
-// cached object, it must not be changed.
+// are new maps; its other slices and pointers point into the cache: like
+// any cached object, it must not be changed.
 func (j *Job) Job() *batchv1.Job {
 	out := &batchv1.Job{
 		ObjectMeta: j.Meta.ObjectMeta(),
 		Spec: batchv1.JobSpec{
-			Parallelism:          j.Spec.Parallelism,
-			Completions:          j.Spec.Completions,
-			BackoffLimit:         j.Spec.BackoffLimit,
-			BackoffLimitPerIndex: j.Spec.BackoffLimitPerIndex,
-			Suspend:              j.Spec.Suspend,
-			ManagedBy:            j.Spec.ManagedBy,
+			Parallelism:          j.int32Ptr(&j.parallelism, hasParallelism),
+			Completions:          j.int32Ptr(&j.completions, hasCompletions),
+			BackoffLimit:         j.int32Ptr(&j.backoffLimit, hasBackoffLimit),
+			BackoffLimitPerIndex: j.int32Ptr(&j.backoffLimitPerIndex, hasBackoffLimitPerIndex),
+			ManagedBy:            j.managedBy,
 		},
 		Status: batchv1.JobStatus{
-			Conditions: j.Status.Conditions,
-			Active:     j.Status.Active,
-			Succeeded:  j.Status.Succeeded,
-			Failed:     j.Status.Failed,
-			Ready:      j.Status.Ready,
+			Conditions: j.conditions,
+			Active:     j.active,
+			Succeeded:  j.succeeded,
+			Failed:     j.failed,
+			Ready:      j.int32Ptr(&j.ready, hasReady),
 		},
 	}
-	if j.Spec.HasPodFailurePolicy {
+	if j.set&hasSuspend != 0 {
+		out.Spec.Suspend = &suspendFalse
+		if j.set&suspended != 0 {
+			out.Spec.Suspend = &suspendTrue
+		}
+	}
+	if j.set&hasPodFailurePolicy != 0 {
 		out.Spec.PodFailurePolicy = PodFailurePolicy
 	}
 	return out

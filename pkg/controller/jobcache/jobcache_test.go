@@ -56,7 +56,30 @@ func TestOf(t *testing.T) {
 		t.Fatal("a string read as a Job")
 	}
 	cp := c.DeepCopyObject().(*Job)
-	if !reflect.DeepEqual(cp, c) || cp.Spec.Parallelism == c.Spec.Parallelism {
+	if !reflect.DeepEqual(cp, c) || cp.Job().Spec.Parallelism == c.Job().Spec.Parallelism {
 		t.Fatalf("DeepCopyObject = %+v, not a deep copy of %+v", cp, c)
+	}
+}
+
+// TestOptionalFieldsReadBack: each optional number and boolean reads back
+// unset when it was, and with its value when set, zero included.
+func TestOptionalFieldsReadBack(t *testing.T) {
+	unset := &batchv1.Job{}
+	if got := Compact(unset).Job(); !reflect.DeepEqual(got.Spec, batchv1.JobSpec{}) || got.Status.Ready != nil {
+		t.Fatalf("unset fields read back as %+v, ready %v", got.Spec, got.Status.Ready)
+	}
+	zero := &batchv1.Job{
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](0), Completions: ptr.To[int32](0), BackoffLimit: ptr.To[int32](0),
+			BackoffLimitPerIndex: ptr.To[int32](0), Suspend: ptr.To(false), ManagedBy: ptr.To("m")},
+		Status: batchv1.JobStatus{Ready: ptr.To[int32](0), Succeeded: 3, Failed: 4,
+			Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: "True"}}},
+	}
+	got := Compact(zero).Job()
+	if !reflect.DeepEqual(got.Spec, zero.Spec) || !reflect.DeepEqual(got.Status, zero.Status) {
+		t.Fatalf("read back\n%+v\n%+v\nwant\n%+v\n%+v", got.Spec, got.Status, zero.Spec, zero.Status)
+	}
+	big := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](100000), Completions: ptr.To[int32](-1), Suspend: ptr.To(true)}}
+	if got := Compact(big).Job(); *got.Spec.Parallelism != 100000 || *got.Spec.Completions != -1 || !*got.Spec.Suspend {
+		t.Fatalf("read back %+v", got.Spec)
 	}
 }

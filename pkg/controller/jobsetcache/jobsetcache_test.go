@@ -56,7 +56,7 @@ func TestCachedJobSetReadsBackWhole(t *testing.T) {
 			}
 		}
 		if !apiequality.Semantic.DeepEqual(*sum.Status, in.Status) || sum.Name != in.Name || sum.Namespace != in.Namespace ||
-			!apiequality.Semantic.DeepEqual(sum.Annotations, in.Annotations) {
+			!apiequality.Semantic.DeepEqual(sum.Annotations.Annotations(), in.Annotations) {
 			t.Fatal("summary lost the status, the name or the annotations")
 		}
 	}

@@ -110,9 +110,9 @@ func (c *JobSetCollector) Collect(ch chan<- prometheus.Metric) {
 		// The uptime is persisted up to the last transition; the running
 		// available period is added at scrape time.
 		ch <- prometheus.MustNewConstMetric(descUptime, prometheus.GaugeValue,
-			controller.UptimeSeconds(js.Annotations, now), js.Namespace, js.Name)
+			controller.UptimeSeconds(js.Annotations.Annotation, now), js.Namespace, js.Name)
 		ch <- prometheus.MustNewConstMetric(descInterruption, prometheus.GaugeValue,
-			controller.InterruptionSeconds(js.Annotations, now), js.Namespace, js.Name)
+			controller.InterruptionSeconds(js.Annotations.Annotation, now), js.Namespace, js.Name)
 	}
 }
 
