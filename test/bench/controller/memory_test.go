@@ -125,6 +125,7 @@ func BenchmarkMemory(b *testing.B) {
 	podsPerJob := envInt("BENCH_PODS_PER_JOB", 1)
 	for i := 0; i < b.N; i++ {
 		idleRSS, idleHeap := controllerRSSMiB(b), controllerHeapMiB(b)
+		cpu0 := controllerCPUSeconds(b)
 		saveHeapProfile(b, "idle")
 		ns := newNamespace(b, "memory")
 		createSettled(b, ns, 0, jobsets, perJobSet, podsPerJob)
@@ -132,14 +133,18 @@ func BenchmarkMemory(b *testing.B) {
 		saveHeapProfile(b, "N")
 		createSettled(b, ns, jobsets, jobsets, perJobSet, podsPerJob)
 		rss2, heap2 := controllerRSSMiB(b), controllerHeapMiB(b)
+		cpu := controllerCPUSeconds(b) - cpu0
 		saveHeapProfile(b, "2N")
 		pods := float64(jobsets * perJobSet * podsPerJob)
-		b.Logf("RSS %.1f → %.1f (%.0f pods) → %.1f MiB (%.0f pods); heap in use %.1f → %.1f → %.1f MiB",
-			idleRSS, rss1, pods, rss2, 2*pods, idleHeap, heap1, heap2)
+		b.Logf("RSS %.1f → %.1f (%.0f pods) → %.1f MiB (%.0f pods); heap in use %.1f → %.1f → %.1f MiB; controller CPU %.1f s",
+			idleRSS, rss1, pods, rss2, 2*pods, idleHeap, heap1, heap2, cpu)
 		b.ReportMetric(idleRSS, "idle-RSS-MiB")
 		b.ReportMetric(rss1, "RSS-MiB-at-N")
 		b.ReportMetric(rss2, "RSS-MiB-at-2N")
 		b.ReportMetric((rss2-rss1)*1024/pods, "RSS-KiB-per-pod")
 		b.ReportMetric((heap2-heap1)*1024/pods, "heap-KiB-per-pod")
+		// What the collector's setting (GOGC) costs: the controller's CPU
+		// from idle to 2N, all of it the creation of the JobSets' Jobs.
+		b.ReportMetric(cpu, "controller-CPU-s")
 	}
 }

@@ -39,6 +39,7 @@ var settings = []setting{
 	{"JOBSET_CONTROLLERS", "1", "1..4 jobset-controller processes with leader election; the further ones use ports +70+3(i-1).."},
 	{"JOBSET_APISERVER_ARGS", "", "extra flags of every jobset-apiserver (split at spaces)"},
 	{"JOBSET_CONTROLLER_ARGS", "", "extra flags of every jobset-controller (split at spaces)"},
+	{"JOBSET_CONTROLLER_ENV", "", "extra environment of every jobset-controller, NAME=value pairs split at spaces (e.g. GOGC=25)"},
 	{"KUBE_CONTROLLER_MANAGER_ARGS", "", "extra flags of kube-controller-manager"},
 	{"KUBE_SCHEDULER_ARGS", "", "extra flags of kube-scheduler"},
 	{"LOG_VERBOSITY", "1", "--v of the kube components"},
@@ -99,6 +100,7 @@ type Config struct {
 	JobSet                              string // auto, 0 or 1 (normalised)
 	JobSetAPIServers, JobSetControllers int
 	JobSetAPIServerArgs, ControllerArgs []string
+	ControllerEnv                       []string
 	KCMArgs, SchedulerArgs, TrainerArgs []string
 	KedaOperatorArgs, KedaAdapterArgs   []string
 	WithTrainer, WithKeda, RealNode     bool
@@ -181,6 +183,12 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 	c.JobSetControllers = number("JOBSET_CONTROLLERS", 1, 4)
 	c.JobSetAPIServerArgs = strings.Fields(get("JOBSET_APISERVER_ARGS"))
 	c.ControllerArgs = strings.Fields(get("JOBSET_CONTROLLER_ARGS"))
+	c.ControllerEnv = strings.Fields(get("JOBSET_CONTROLLER_ENV"))
+	for _, kv := range c.ControllerEnv {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			errs = append(errs, fmt.Sprintf("JOBSET_CONTROLLER_ENV: %q is not NAME=value", kv))
+		}
+	}
 	c.KCMArgs = strings.Fields(get("KUBE_CONTROLLER_MANAGER_ARGS"))
 	c.SchedulerArgs = strings.Fields(get("KUBE_SCHEDULER_ARGS"))
 	c.TrainerArgs = strings.Fields(get("TRAINER_ARGS"))

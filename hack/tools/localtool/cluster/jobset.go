@@ -124,7 +124,7 @@ func (c *Cluster) jobSetControllerArgs(i int) []string {
 func (c *Cluster) startJobSetControllers() error {
 	for i := 0; i < c.JobSetControllers; i++ {
 		name := replicaName("jobset-controller", i)
-		if err := c.start(name, c.jobSetControllerArgs(i)); err != nil {
+		if err := c.start(name, c.jobSetControllerArgs(i), c.ControllerEnv...); err != nil {
 			return err
 		}
 		health, _, _ := c.controllerPorts(i)
