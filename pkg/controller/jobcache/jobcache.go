@@ -1,7 +1,7 @@
 // Package jobcache holds the compact form in which the controller caches
 // its child Jobs. A batchv1.Job is 1.3 KB of struct even with its pod
 // template emptied (the template is held inline); the cached Job keeps only
-// what the controller and placement read, in 208 bytes of struct, and is read
+// what the controller and placement read, in 224 bytes of struct, and is read
 // back as a batchv1.Job with Of.
 package jobcache
 
