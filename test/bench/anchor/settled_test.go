@@ -48,6 +48,9 @@ import (
 // without decoding it, in an order that turns round from one round to the
 // next.
 //
+// BENCH_SETTLED_ONLY=ours (or upstream) runs that side alone, for trying
+// settings out; it reports no ratios.
+//
 // The Jobs have parallelism BENCH_SETTLED_PODS (default 0: no pods; pods
 // cost kube-apiserver and kwok the same on both sides, and 10,000 of them
 // would take most of the run).
@@ -63,6 +66,10 @@ func BenchmarkSettledJobSets(b *testing.B) {
 	}
 	samples := envInt(b, "BENCH_LIST_SAMPLES", 5)
 	pairs := envInt(b, "BENCH_SETTLED_PAIRS", 2)
+	only := localcluster.EnvOr("BENCH_SETTLED_ONLY", "")
+	if only != "" && only != "ours" && only != "upstream" {
+		b.Fatalf("BENCH_SETTLED_ONLY: %q is neither ours nor upstream", only)
+	}
 	got := map[string][]settled{}
 	for i := 0; i < b.N*pairs; i++ {
 		order := []string{"ours", "upstream"}
@@ -70,12 +77,20 @@ func BenchmarkSettledJobSets(b *testing.B) {
 			order = []string{"upstream", "ours"}
 		}
 		for _, name := range order {
+			if only != "" && name != only {
+				continue
+			}
 			withFreshCluster(b, name, func(c *localcluster.Cluster, u *upstream) {
 				s := settle(b, c, u, name, i, n, pods, window, samples)
 				b.Logf("%s: %s", name, s)
 				got[name] = append(got[name], s)
 			})
 		}
+	}
+	if only != "" {
+		// One side alone is for trying settings out: nothing to compare.
+		b.Logf("BENCH_SETTLED_ONLY=%s: no ratios", only)
+		return
 	}
 	reportSettled(b, got, n)
 }

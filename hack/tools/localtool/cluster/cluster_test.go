@@ -97,12 +97,12 @@ func TestBadSettings(t *testing.T) {
 	_, err := FromEnv(testRoot(t), envOf(map[string]string{
 		"NODES": "many", "ZONES": "27", "JOBSET_APISERVERS": "5", "REAL_NODE": "maybe", "NODE_LEASE_SECONDS": "5", "NODE_STATUS_SECONDS": "0",
 		"JOBSET": "sometimes", "NODE_BRIDGE_ADDRESS": "10.88.0.0/24", "SERVICE_CIDR": "10.96.0.1/16", "APISERVER_PORT": "70000",
-		"JOBSET_CONTROLLER_ENV": "GOGC=25 novalue",
+		"JOBSET_CONTROLLER_ENV": "GOGC=25 novalue", "JOBSET_APISERVER_ENV": "=50",
 	}))
 	if err == nil {
 		t.Fatal("bad settings were accepted")
 	}
-	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "NODE_LEASE_SECONDS", "NODE_STATUS_SECONDS", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT", "JOBSET_CONTROLLER_ENV"} {
+	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "NODE_LEASE_SECONDS", "NODE_STATUS_SECONDS", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT", "JOBSET_CONTROLLER_ENV", "JOBSET_APISERVER_ENV"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("the error does not name %s:\n%v", name, err)
 		}

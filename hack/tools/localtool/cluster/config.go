@@ -39,6 +39,7 @@ var settings = []setting{
 	{"JOBSET_CONTROLLERS", "1", "1..4 jobset-controller processes with leader election; the further ones use ports +70+3(i-1).."},
 	{"JOBSET_APISERVER_ARGS", "", "extra flags of every jobset-apiserver (split at spaces)"},
 	{"JOBSET_CONTROLLER_ARGS", "", "extra flags of every jobset-controller (split at spaces)"},
+	{"JOBSET_APISERVER_ENV", "", "extra environment of every jobset-apiserver, NAME=value pairs split at spaces (e.g. GOGC=50)"},
 	{"JOBSET_CONTROLLER_ENV", "", "extra environment of every jobset-controller, NAME=value pairs split at spaces (e.g. GOGC=25)"},
 	{"KUBE_CONTROLLER_MANAGER_ARGS", "", "extra flags of kube-controller-manager"},
 	{"KUBE_SCHEDULER_ARGS", "", "extra flags of kube-scheduler"},
@@ -100,7 +101,7 @@ type Config struct {
 	JobSet                              string // auto, 0 or 1 (normalised)
 	JobSetAPIServers, JobSetControllers int
 	JobSetAPIServerArgs, ControllerArgs []string
-	ControllerEnv                       []string
+	APIServerEnv, ControllerEnv         []string
 	KCMArgs, SchedulerArgs, TrainerArgs []string
 	KedaOperatorArgs, KedaAdapterArgs   []string
 	WithTrainer, WithKeda, RealNode     bool
@@ -145,6 +146,16 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 			return false
 		}
 	}
+	// environment reads NAME=value pairs split at spaces.
+	environment := func(name string) []string {
+		pairs := strings.Fields(get(name))
+		for _, kv := range pairs {
+			if key, _, ok := strings.Cut(kv, "="); !ok || key == "" {
+				errs = append(errs, fmt.Sprintf("%s: %q is not NAME=value", name, kv))
+			}
+		}
+		return pairs
+	}
 	c := &Config{Root: root, Port: map[string]int{}}
 	c.LocalDir = absolute(root, getenv("LOCAL_DIR"), get("LOCAL_DIR"))
 	c.BinDir = absolute(root, getenv("BIN_DIR"), get("BIN_DIR"))
@@ -183,12 +194,8 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 	c.JobSetControllers = number("JOBSET_CONTROLLERS", 1, 4)
 	c.JobSetAPIServerArgs = strings.Fields(get("JOBSET_APISERVER_ARGS"))
 	c.ControllerArgs = strings.Fields(get("JOBSET_CONTROLLER_ARGS"))
-	c.ControllerEnv = strings.Fields(get("JOBSET_CONTROLLER_ENV"))
-	for _, kv := range c.ControllerEnv {
-		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
-			errs = append(errs, fmt.Sprintf("JOBSET_CONTROLLER_ENV: %q is not NAME=value", kv))
-		}
-	}
+	c.APIServerEnv = environment("JOBSET_APISERVER_ENV")
+	c.ControllerEnv = environment("JOBSET_CONTROLLER_ENV")
 	c.KCMArgs = strings.Fields(get("KUBE_CONTROLLER_MANAGER_ARGS"))
 	c.SchedulerArgs = strings.Fields(get("KUBE_SCHEDULER_ARGS"))
 	c.TrainerArgs = strings.Fields(get("TRAINER_ARGS"))

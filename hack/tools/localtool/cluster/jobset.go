@@ -66,7 +66,7 @@ func (c *Cluster) startJobSetAPIServers() error {
 	}
 	var backends []string
 	for i := 0; i < c.JobSetAPIServers; i++ {
-		if err := c.start(replicaName("jobset-apiserver", i), c.jobSetAPIServerArgs(i)); err != nil {
+		if err := c.start(replicaName("jobset-apiserver", i), c.jobSetAPIServerArgs(i), c.APIServerEnv...); err != nil {
 			return err
 		}
 		backends = append(backends, "127.0.0.1:"+strconv.Itoa(c.apiServerPort(i)))
