@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -19,7 +20,22 @@ import (
 	"github.com/nativejobset/jobset/pkg/version"
 )
 
+// defaultGCPercent is the garbage collector's target when GOGC is not
+// set. What jobset-apiserver keeps is mostly its watch cache, but a burst
+// of writes leaves the versions it kept scattered among the burst's freed
+// ones, and Go does not move objects: the spans that hold them stay in
+// use. At 50 the heap grows to one and a half times what is live before a
+// collection instead of twice, so freed slots are reused sooner and fewer
+// spans stay behind. Measured after 10,000 JobSets had settled: heap in
+// use 15.0 MiB per 1,000 JobSets against 19.4 at Go's 100, RSS 24.0 MiB
+// against 33.2 (one run against the mean of three); 25 gained nothing
+// more in RSS (test/bench/README.md).
+const defaultGCPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "jobset-apiserver: %v\n", err)
 		os.Exit(1)
