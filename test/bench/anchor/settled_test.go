@@ -247,6 +247,8 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 			side, srv.name, before[srv.name].rssMiB, after.rssMiB, before[srv.name].anonMiB, after.anonMiB,
 			before[srv.name].fileMiB, after.fileMiB, before[srv.name].heapMiB, after.heapMiB,
 			before[srv.name].liveMiB, after.liveMiB)
+		b.Logf("%s %s after: freed heap pages kept %.1f MiB, stacks %.1f MiB, runtime bookkeeping %.1f MiB",
+			side, srv.name, after.keptFreeMiB, after.stackMiB, after.runtimeMiB)
 		if srv.name == "kube-apiserver" {
 			s.kube = after.minus(before[srv.name])
 		} else {
@@ -373,7 +375,13 @@ type apiServer struct {
 // heap in use (whole spans) and its live objects (HeapAlloc), all right
 // after a forced collection: the heap's spans less its live objects are
 // the slots freed objects left in spans that still hold live ones.
-type memory struct{ rssMiB, anonMiB, fileMiB, heapMiB, liveMiB float64 }
+type memory struct {
+	rssMiB, anonMiB, fileMiB, heapMiB, liveMiB float64
+	// What else the Go runtime holds (read, not subtracted): freed heap
+	// pages not yet returned to the kernel, goroutine stacks, and its own
+	// bookkeeping (spans, the collector's metadata, profiling buckets).
+	keptFreeMiB, stackMiB, runtimeMiB float64
+}
 
 // minus is the growth from before to m.
 func (m memory) minus(before memory) memory {
@@ -421,7 +429,8 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	}
 	stats := heap("1")
 	read := func(name string) float64 {
-		m := regexp.MustCompile(`(?m)^# ` + name + ` = (\d+)$`).FindSubmatch(stats)
+		// "# Stack = inuse / sys" lines give two figures: the first.
+		m := regexp.MustCompile(`(?m)^# ` + name + ` = (\d+)(?: / \d+)?$`).FindSubmatch(stats)
 		if m == nil {
 			b.Fatalf("%s: no %s in the heap profile", s.name, name)
 		}
@@ -429,6 +438,8 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 		return v / (1 << 20)
 	}
 	inuse, live := read("HeapInuse"), read("HeapAlloc")
+	keptFree := read("HeapIdle") - read("HeapReleased")
+	runtimeMeta := read("MSpan") + read("MCache") + read("GCSys") + read("BuckHashSys") + read("OtherSys")
 	pid, err := c.PID(s.name)
 	if err != nil {
 		b.Fatalf("%s pid: %v", s.name, err)
@@ -441,7 +452,8 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return memory{rssMiB: rss, anonMiB: anon, fileMiB: file, heapMiB: inuse, liveMiB: live}
+	return memory{rssMiB: rss, anonMiB: anon, fileMiB: file, heapMiB: inuse, liveMiB: live,
+		keptFreeMiB: keptFree, stackMiB: read("Stack"), runtimeMiB: runtimeMeta}
 }
 
 // logHistory logs the capacity of the server's watch caches of JobSets,
