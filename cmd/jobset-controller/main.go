@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/nativejobset/jobset/pkg/memlimit"
 	"github.com/nativejobset/jobset/pkg/version"
 )
 
@@ -28,9 +28,7 @@ import (
 const defaultGCPercent = 25
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	memlimit.DefaultGCPercent(defaultGCPercent)
 	o, exit, err := parseArgs(os.Args[1:], os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

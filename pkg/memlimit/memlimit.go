@@ -1,7 +1,8 @@
 // Package memlimit fits a Go process to its container's memory limit: it
 // sets the Go runtime's soft memory limit (GOMEMLIMIT) below the cgroup's
 // hard limit, so that the garbage collector works harder before the kernel
-// kills the process, and tells the caller what the limit is.
+// kills the process, and tells the caller what the limit is. It also
+// gives each binary its own garbage collector target unless GOGC is set.
 package memlimit
 
 import (
@@ -122,4 +123,14 @@ func Apply(root string) (limit, soft int64, err error) {
 	soft = int64(float64(limit) * SoftShare)
 	debug.SetMemoryLimit(soft)
 	return limit, soft, nil
+}
+
+// DefaultGCPercent sets the garbage collector's target to percent unless
+// GOGC is set (an operator's choice wins), and reports whether it did.
+func DefaultGCPercent(percent int) bool {
+	if os.Getenv("GOGC") != "" {
+		return false
+	}
+	debug.SetGCPercent(percent)
+	return true
 }

@@ -107,3 +107,24 @@ func TestApply(t *testing.T) {
 		t.Errorf("Apply without a cgroup = %d, %d, %v", limit, soft, err)
 	}
 }
+
+func TestDefaultGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+
+	t.Setenv("GOGC", "80")
+	if DefaultGCPercent(37) {
+		t.Error("set the target although GOGC is set")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("target %d with GOGC set, want it left at 100", got)
+	}
+
+	t.Setenv("GOGC", "")
+	if !DefaultGCPercent(37) {
+		t.Error("did not set the target with GOGC unset")
+	}
+	if got := debug.SetGCPercent(100); got != 37 {
+		t.Errorf("target %d, want 37", got)
+	}
+}
