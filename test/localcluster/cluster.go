@@ -185,16 +185,27 @@ func EnvOr(key, def string) string {
 // own port, bypassing kube-apiserver (for what kube-apiserver does not
 // proxy, such as /debug/pprof, or to measure the aggregation hop).
 func (c *Cluster) JobSetAPIServerConfig() (*rest.Config, error) {
-	env, err := os.ReadFile(filepath.Join(c.LocalDir, "env"))
+	port, err := c.Setting("JOBSET_APISERVER_PORT")
 	if err != nil {
 		return nil, err
 	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Host = "https://127.0.0.1:" + port
+	return cfg, nil
+}
+
+// Setting is one value of the env file the cluster wrote in its
+// directory (its ports, for instance), or an error naming it when absent.
+func (c *Cluster) Setting(name string) (string, error) {
+	path := filepath.Join(c.LocalDir, "env")
+	env, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
 	for _, line := range strings.Split(string(env), "\n") {
-		if port, ok := strings.CutPrefix(line, "JOBSET_APISERVER_PORT="); ok && strings.TrimSpace(port) != "" {
-			cfg := rest.CopyConfig(c.Config)
-			cfg.Host = "https://127.0.0.1:" + strings.TrimSpace(port)
-			return cfg, nil
+		if v, ok := strings.CutPrefix(line, name+"="); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v), nil
 		}
 	}
-	return nil, fmt.Errorf("no JOBSET_APISERVER_PORT in %s", filepath.Join(c.LocalDir, "env"))
+	return "", fmt.Errorf("no %s in %s", name, path)
 }

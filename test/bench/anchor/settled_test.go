@@ -110,6 +110,9 @@ type settled struct {
 	// sides (it holds the Jobs and Services on both, the JobSets on
 	// upstream's), jobset-apiserver on ours.
 	kube, ours memory
+	// The same, once the stores were compacted (what the servers'
+	// compactors do by themselves within two intervals).
+	kubeCompacted, oursCompacted memory
 	// The cluster's etcd: RSS growth (MiB). It holds upstream's JobSets;
 	// ours' are in jobset-apiserver's embedded etcd, inside its RSS.
 	etcdRSS float64
@@ -121,8 +124,9 @@ type settled struct {
 }
 
 func (s settled) String() string {
-	return fmt.Sprintf("created in %.1fs, all Jobs after %.1fs; kube-apiserver +%.1f MiB RSS (+%.1f heap in use), jobset-apiserver +%.1f MiB RSS (+%.1f heap in use); controller %.2f CPU-s over %s, RSS %.1f MiB; lists %v",
+	return fmt.Sprintf("created in %.1fs, all Jobs after %.1fs; kube-apiserver +%.1f MiB RSS (+%.1f heap in use), jobset-apiserver +%.1f MiB RSS (+%.1f heap in use); stores compacted: kube-apiserver +%.1f MiB RSS, jobset-apiserver +%.1f MiB RSS (+%.1f anonymous); controller %.2f CPU-s over %s, RSS %.1f MiB; lists %v",
 		s.create.Seconds(), s.allJobs.Seconds(), s.kube.rssMiB, s.kube.heapMiB, s.ours.rssMiB, s.ours.heapMiB,
+		s.kubeCompacted.rssMiB, s.oursCompacted.rssMiB, s.oursCompacted.anonMiB,
 		s.controllerCPU, s.window, s.controllerRSS, s.lists)
 }
 
@@ -239,6 +243,40 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 		srv.logHistory(b, side)
 	}
 	profile := fmt.Sprintf("%s-%d", side, op)
+	s.kube, s.ours = readServers(b, c, side, servers, before, profile)
+	etcdAfter := etcdRSS(b, c)
+	s.etcdRSS = etcdAfter - etcdBefore
+	b.Logf("%s etcd: RSS %.1f -> %.1f MiB", side, etcdBefore, etcdAfter)
+
+	// The same servers once their stores are compacted (storage_test.go),
+	// as the API servers' own compactors leave them within two intervals:
+	// jobset-apiserver checks its embedded etcd once a minute, and the
+	// runtime gets the same 30 s as above.
+	stores := storesOf(b, c, side)
+	for _, st := range stores {
+		st.compact(ctx, b, side)
+	}
+	select {
+	case <-time.After(compactedSettle):
+	case <-ctx.Done():
+	}
+	for _, st := range stores {
+		st.logSize(ctx, b, side)
+	}
+	s.kubeCompacted, s.oursCompacted = readServers(b, c, side+" compacted", servers, before, profile+"-compacted")
+	s.lists = listTimes(b, c, n, samples)
+	return s
+}
+
+// compactedSettle is how long the servers get after the compaction:
+// jobset-apiserver's maintenance of its embedded etcd runs once a minute,
+// then the runtime gets 30 s to return freed pages.
+const compactedSettle = 90 * time.Second
+
+// readServers forces a collection in each server (keeping its heap profile
+// under profile) and returns kube-apiserver's and jobset-apiserver's
+// growth since before.
+func readServers(b *testing.B, c *localcluster.Cluster, side string, servers []apiServer, before map[string]memory, profile string) (kube, ours memory) {
 	for _, srv := range servers {
 		after := srv.memory(b, c, profile)
 		// File-backed pages: jobset-apiserver's embedded etcd maps its
@@ -250,16 +288,12 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 		b.Logf("%s %s after: freed heap pages kept %.1f MiB, stacks %.1f MiB, runtime bookkeeping %.1f MiB",
 			side, srv.name, after.keptFreeMiB, after.stackMiB, after.runtimeMiB)
 		if srv.name == "kube-apiserver" {
-			s.kube = after.minus(before[srv.name])
+			kube = after.minus(before[srv.name])
 		} else {
-			s.ours = after.minus(before[srv.name])
+			ours = after.minus(before[srv.name])
 		}
 	}
-	etcdAfter := etcdRSS(b, c)
-	s.etcdRSS = etcdAfter - etcdBefore
-	b.Logf("%s etcd: RSS %.1f -> %.1f MiB", side, etcdBefore, etcdAfter)
-	s.lists = listTimes(b, c, n, samples)
-	return s
+	return kube, ours
 }
 
 // etcdRSS is the RSS of the cluster's etcd in MiB.
@@ -565,21 +599,30 @@ func reportSettled(b *testing.B, got map[string][]settled, n int) {
 	perThousand := 1000 / float64(n)
 	// The JobSets' share of upstream's kube-apiserver: its growth less
 	// that of ours, which holds the same Jobs and Services but no JobSets.
-	for _, m := range []struct {
-		name string
-		pick func(memory) float64
+	// Each reading: at rest, and with the stores compacted.
+	for _, r := range []struct {
+		prefix     string
+		kube, ours func(settled) memory
 	}{
-		{"RSS", func(m memory) float64 { return m.rssMiB }},
-		{"anonymous-RSS", func(m memory) float64 { return m.anonMiB }},
-		{"heap", func(m memory) float64 { return m.heapMiB }},
-		{"live", func(m memory) float64 { return m.liveMiB }},
+		{"", func(s settled) memory { return s.kube }, func(s settled) memory { return s.ours }},
+		{"compacted-", func(s settled) memory { return s.kubeCompacted }, func(s settled) memory { return s.oursCompacted }},
 	} {
-		ours := mean("ours", func(s settled) float64 { return m.pick(s.ours) }) * perThousand
-		up := (mean("upstream", func(s settled) float64 { return m.pick(s.kube) }) -
-			mean("ours", func(s settled) float64 { return m.pick(s.kube) })) * perThousand
-		b.ReportMetric(ours, "jobset-apiserver-"+m.name+"-MiB/1000")
-		b.ReportMetric(up, "upstream-CR-"+m.name+"-MiB/1000")
-		b.ReportMetric(ours/up, m.name+"-ours/upstream")
+		for _, m := range []struct {
+			name string
+			pick func(memory) float64
+		}{
+			{"RSS", func(m memory) float64 { return m.rssMiB }},
+			{"anonymous-RSS", func(m memory) float64 { return m.anonMiB }},
+			{"heap", func(m memory) float64 { return m.heapMiB }},
+			{"live", func(m memory) float64 { return m.liveMiB }},
+		} {
+			ours := mean("ours", func(s settled) float64 { return m.pick(r.ours(s)) }) * perThousand
+			up := (mean("upstream", func(s settled) float64 { return m.pick(r.kube(s)) }) -
+				mean("ours", func(s settled) float64 { return m.pick(r.kube(s)) })) * perThousand
+			b.ReportMetric(ours, r.prefix+"jobset-apiserver-"+m.name+"-MiB/1000")
+			b.ReportMetric(up, r.prefix+"upstream-CR-"+m.name+"-MiB/1000")
+			b.ReportMetric(ours/up, r.prefix+m.name+"-ours/upstream")
+		}
 	}
 	// With the storage: upstream's JobSets also live in the cluster's etcd
 	// (its growth less ours'), ours' in the etcd inside jobset-apiserver.
