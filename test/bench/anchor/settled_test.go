@@ -42,7 +42,9 @@ import (
 // drop their history only as events come), waits 30 s, forces a garbage
 // collection, and reads the RSS and live Go heap of the API servers, and
 // the RSS of the cluster's etcd, against what they held before the first
-// create (heap profiles kept in _output/bench-anchor-profiles). Last, BENCH_LIST_SAMPLES (default 5)
+// create (heap profiles kept in _output/bench-anchor-profiles). It then
+// compacts the etcd stores under the objects (storage_test.go) and reads
+// the API servers once more, 90 s later. Last, BENCH_LIST_SAMPLES (default 5)
 // rounds of lists through kube-apiserver, of the 1,000 and of every
 // JobSet, by a JSON client, a protobuf one, and one that reads the JSON
 // without decoding it, in an order that turns round from one round to the
