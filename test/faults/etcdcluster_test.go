@@ -2,8 +2,6 @@ package faults
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -679,7 +677,7 @@ func startEtcdCluster(t *testing.T) *etcdCluster {
 		}
 		m.proc = p
 	}
-	tlsConfig, err := etcdClientTLS()
+	tlsConfig, err := cl.EtcdClientTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,23 +710,6 @@ func portBase(t *testing.T) int {
 		t.Fatalf("FAULTS_PORT_BASE=%q: %v", v, err)
 	}
 	return n
-}
-
-// etcdClientTLS is the client side of TLS with the cluster's etcd client
-// certificate, which the test's members accept too.
-func etcdClientTLS() (*tls.Config, error) {
-	pki := filepath.Join(cl.LocalDir, "pki")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "etcd-client.crt"), filepath.Join(pki, "etcd-client.key"))
-	if err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 func (e *etcdCluster) endpoints() string {

@@ -406,7 +406,7 @@ func etcdDBSize() (total, inUse int64, err error) {
 			port = v
 		}
 	}
-	tlsConfig, err := etcdClientTLS()
+	tlsConfig, err := cl.EtcdClientTLS()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -7,6 +7,8 @@ package localcluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -208,4 +210,23 @@ func (c *Cluster) Setting(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no %s in %s", name, path)
+}
+
+// EtcdClientTLS is the client side of TLS to the cluster's etcd, with the
+// client certificate kube-apiserver uses.
+func (c *Cluster) EtcdClientTLS() (*tls.Config, error) {
+	pki := filepath.Join(c.LocalDir, "pki")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "etcd-client.crt"), filepath.Join(pki, "etcd-client.key"))
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's etcd client certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in %s", filepath.Join(pki, "ca.crt"))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }

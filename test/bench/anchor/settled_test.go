@@ -39,8 +39,8 @@ import (
 // BENCH_SETTLED_WINDOW (default 90s, longer than the watch cache's 75 s of
 // event history) with nothing changing. Then it changes one JobSet, Job
 // and Service that no controller acts on a few times (the watch caches
-// drop their history only as events come), waits 30 s, forces a garbage
-// collection, and reads the RSS and live Go heap of the API servers, and
+// drop their history only as events come), waits 30 s, and reads the RSS
+// and Go heap of the API servers once their runtimes settle (memory), and
 // the RSS of the cluster's etcd, against what they held before the first
 // create (heap profiles kept in _output/bench-anchor-profiles). It then
 // compacts the etcd stores under the objects (storage_test.go) and reads
@@ -251,9 +251,7 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 	b.Logf("%s etcd: RSS %.1f -> %.1f MiB", side, etcdBefore, etcdAfter)
 
 	// The same servers once their stores are compacted (storage_test.go),
-	// as the API servers' own compactors leave them within two intervals:
-	// jobset-apiserver checks its embedded etcd once a minute, and the
-	// runtime gets the same 30 s as above.
+	// as the API servers' own compactors leave them within two intervals.
 	stores := storesOf(b, c, side)
 	for _, st := range stores {
 		st.compact(ctx, b, side)
@@ -275,8 +273,8 @@ func settle(b *testing.B, c *localcluster.Cluster, u *upstream, side string, op,
 // then the runtime gets 30 s to return freed pages.
 const compactedSettle = 90 * time.Second
 
-// readServers forces a collection in each server (keeping its heap profile
-// under profile) and returns kube-apiserver's and jobset-apiserver's
+// readServers reads each server's memory (keeping its heap profile under
+// profile) and returns kube-apiserver's and jobset-apiserver's
 // growth since before.
 func readServers(b *testing.B, c *localcluster.Cluster, side string, servers []apiServer, before map[string]memory, profile string) (kube, ours memory) {
 	for _, srv := range servers {
@@ -431,8 +429,9 @@ func (m memory) minus(before memory) memory {
 }
 
 // scavengeWait is how long a server gets, after a collection at rest, to
-// return freed pages before it is read. Go's background scavenger spends
-// about 1 % of a core on it, which returns tens of MiB a second.
+// return freed pages before it is read. Enough for jobset-apiserver's
+// heap; kube-apiserver's, seven times larger, sometimes still kept more
+// than a tenth after it (test/bench/README.md).
 const scavengeWait = 15 * time.Second
 
 // memory forces two garbage collections through the server's heap

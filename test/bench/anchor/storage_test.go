@@ -3,10 +3,8 @@ package anchor
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -42,21 +40,11 @@ func storesOf(b *testing.B, c *localcluster.Cluster, side string) []store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pki := func(name string) string { return filepath.Join(c.LocalDir, "pki", name) }
-	cert, err := tls.LoadX509KeyPair(pki("etcd-client.crt"), pki("etcd-client.key"))
-	if err != nil {
-		b.Fatalf("the cluster's etcd client certificate: %v", err)
-	}
-	ca, err := os.ReadFile(pki("ca.crt"))
+	tlsConfig, err := c.EtcdClientTLS()
 	if err != nil {
 		b.Fatal(err)
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(ca) {
-		b.Fatalf("no certificate in %s", pki("ca.crt"))
-	}
-	stores := []store{{name: "cluster etcd", client: etcdClient(b, "https://127.0.0.1:"+port,
-		&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12})}}
+	stores := []store{{name: "cluster etcd", client: etcdClient(b, "https://127.0.0.1:"+port, tlsConfig)}}
 	if side == "ours" {
 		socket := filepath.Join(c.LocalDir, "data", "jobset-etcd", "etcd.sock")
 		stores = append(stores, store{name: "embedded etcd", client: etcdClient(b, "unix://"+socket, nil)})
