@@ -21,6 +21,12 @@ func testRoot(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(root, "hack", "versions.env"), []byte("# pinned\nKUBERNETES_VERSION=v1.37.2\nTRAINER_VERSION=v2.3.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(root, "hack", "local"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "hack", "local", "audit-policy.yaml"), []byte("kind: Policy\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 
@@ -97,12 +103,12 @@ func TestBadSettings(t *testing.T) {
 	_, err := FromEnv(testRoot(t), envOf(map[string]string{
 		"NODES": "many", "ZONES": "27", "JOBSET_APISERVERS": "5", "REAL_NODE": "maybe", "NODE_LEASE_SECONDS": "5", "NODE_STATUS_SECONDS": "0",
 		"JOBSET": "sometimes", "NODE_BRIDGE_ADDRESS": "10.88.0.0/24", "SERVICE_CIDR": "10.96.0.1/16", "APISERVER_PORT": "70000",
-		"JOBSET_CONTROLLER_ENV": "GOGC=25 novalue", "JOBSET_APISERVER_ENV": "=50",
+		"JOBSET_CONTROLLER_ENV": "GOGC=25 novalue", "JOBSET_APISERVER_ENV": "=50", "AUDIT_POLICY": "/nonexistent/policy.yaml",
 	}))
 	if err == nil {
 		t.Fatal("bad settings were accepted")
 	}
-	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "NODE_LEASE_SECONDS", "NODE_STATUS_SECONDS", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT", "JOBSET_CONTROLLER_ENV", "JOBSET_APISERVER_ENV"} {
+	for _, name := range []string{"NODES", "ZONES", "JOBSET_APISERVERS", "REAL_NODE", "NODE_LEASE_SECONDS", "NODE_STATUS_SECONDS", "JOBSET must", "NODE_BRIDGE_ADDRESS", "SERVICE_CIDR", "APISERVER_PORT", "JOBSET_CONTROLLER_ENV", "JOBSET_APISERVER_ENV", "AUDIT_POLICY"} {
 		if !strings.Contains(err.Error(), name) {
 			t.Errorf("the error does not name %s:\n%v", name, err)
 		}
@@ -148,6 +154,9 @@ func TestComponentFlags(t *testing.T) {
 	ctrl := strings.Join(c.jobSetControllerArgs(1), " ")
 	if !strings.Contains(ctrl, "--health-addr=127.0.0.1:26470") || !strings.Contains(ctrl, "--secure-metrics-bind-address=127.0.0.1:26472") {
 		t.Errorf("standby 1: want ports +70..+72: %s", ctrl)
+	}
+	if kube := strings.Join(c.kubeAPIServerArgs(), " "); !strings.Contains(kube, "--audit-policy-file="+filepath.Join(c.Root, "hack", "local", "audit-policy.yaml")) {
+		t.Errorf("the default audit policy is the checkout's: %s", kube)
 	}
 	if kube := strings.Join(c.kubeAPIServerArgs(), " "); !strings.Contains(kube, "--endpoint-reconciler-type=none") {
 		t.Errorf("without a real node nothing uses the kubernetes Service: %s", kube)

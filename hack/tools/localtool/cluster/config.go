@@ -44,6 +44,7 @@ var settings = []setting{
 	{"KUBE_CONTROLLER_MANAGER_ARGS", "", "extra flags of kube-controller-manager"},
 	{"KUBE_SCHEDULER_ARGS", "", "extra flags of kube-scheduler"},
 	{"LOG_VERBOSITY", "1", "--v of the kube components"},
+	{"AUDIT_POLICY", "hack/local/audit-policy.yaml", "kube-apiserver's audit policy (log: LOCAL_DIR/logs/kube-apiserver-audit.log); hack/local/audit-policy-pods.yaml also records the writes of Jobs and pods, for timelines"},
 	{"WAIT_TIMEOUT", "120", "seconds to wait for each component"},
 	{"WITH_TRAINER", "0", "1: also run Kubeflow Trainer's controller manager (TRAINER_VERSION in hack/versions.env) with its CRDs, webhooks and ClusterTrainingRuntime torch-distributed; needs the JobSet components"},
 	{"TRAINER_ARGS", "", "extra flags of trainer-controller-manager"},
@@ -107,6 +108,7 @@ type Config struct {
 	WithTrainer, WithKeda, RealNode     bool
 	BridgeAddress                       netip.Prefix
 	LogVerbosity                        string
+	AuditPolicy                         string // a file
 	Wait                                time.Duration
 	KeepOnFailure, Clean, Detach, Demo  bool
 	Versions                            map[string]string // hack/versions.env
@@ -208,6 +210,10 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 		c.BridgeAddress = p
 	}
 	c.LogVerbosity = strconv.Itoa(number("LOG_VERBOSITY", 0, 10))
+	c.AuditPolicy = absolute(root, getenv("AUDIT_POLICY"), get("AUDIT_POLICY"))
+	if st, err := os.Stat(c.AuditPolicy); err != nil || st.IsDir() {
+		errs = append(errs, fmt.Sprintf("AUDIT_POLICY must be a readable file, got %q", c.AuditPolicy))
+	}
 	c.Wait = time.Duration(number("WAIT_TIMEOUT", 1, 3600)) * time.Second
 	c.KeepOnFailure, c.Clean = flag("KEEP_ON_FAILURE"), flag("CLEAN")
 	c.Detach, c.Demo = flag("DETACH"), flag("DEMO")

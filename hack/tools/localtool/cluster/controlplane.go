@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -75,7 +74,7 @@ func (c *Cluster) kubeAPIServerArgs() []string {
 		"--proxy-client-cert-file="+p("front-proxy-client")+".crt",
 		"--proxy-client-key-file="+p("front-proxy-client")+".key",
 		"--enable-aggregator-routing=false",
-		"--audit-policy-file="+filepath.Join(c.Root, "hack", "local", "audit-policy.yaml"),
+		"--audit-policy-file="+c.AuditPolicy,
 		"--audit-log-path="+c.path("logs", "kube-apiserver-audit.log"),
 		"--audit-log-maxsize=100", "--audit-log-maxbackup=1",
 	)
