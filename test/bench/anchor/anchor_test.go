@@ -18,7 +18,9 @@
 // nodes of BENCH_NODE_PODS (default 200) pods each; kube-controller-manager
 // and kube-scheduler get BENCH_KCM_ARGS and BENCH_SCHEDULER_ARGS (default:
 // a client rate limit of 500 QPS, burst 1000, so that the Job controller's
-// pod creations do not hide the differences).
+// pod creations do not hide the differences). BENCH_LARGE_ONLY=ours (or
+// upstream, or plain) runs that side alone, for trying a change out; it
+// reports no ratios.
 package anchor
 
 import (
@@ -108,6 +110,10 @@ var (
 // cluster; the order of the sides alternates from one shape (and op) to
 // the next.
 func BenchmarkLargeJobSet(b *testing.B) {
+	only := localcluster.EnvOr("BENCH_LARGE_ONLY", "")
+	if only != "" && only != ours.name && only != upstrm.name && only != plain.name {
+		b.Fatalf("BENCH_LARGE_ONLY: %q is none of ours, upstream, plain", only)
+	}
 	for k, s := range shapes(b) {
 		b.Run(s.String(), func(b *testing.B) {
 			got := map[string][]figures{}
@@ -117,12 +123,19 @@ func BenchmarkLargeJobSet(b *testing.B) {
 					order = []side{plain, upstrm, ours}
 				}
 				for _, sd := range order {
+					if only != "" && sd.name != only {
+						continue
+					}
 					f := onFreshCluster(b, sd, s)
 					b.Logf("%s %s: all Jobs %.2fs, all pods scheduled %.2fs; after the failure: all Jobs %.2fs, all pods scheduled %.2fs; status writes %d (%d bytes, largest %d B) over %d Job events",
 						s, sd.name, f.jobs.Seconds(), f.pods.Seconds(), f.restartJobs.Seconds(), f.restartPods.Seconds(),
 						f.statusWrites, f.statusBytes, f.statusMax, f.jobEvents)
 					got[sd.name] = append(got[sd.name], f)
 				}
+			}
+			if only != "" {
+				b.Logf("BENCH_LARGE_ONLY=%s: no ratios", only)
+				return
 			}
 			report(b, got)
 		})
