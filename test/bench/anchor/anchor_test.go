@@ -338,7 +338,9 @@ func firstAttempt(b *testing.B, ctx context.Context, t *tracker, s shape, start 
 }
 
 // failOnePod makes kwok fail the first pod of the first Job once it runs,
-// and returns when it asked.
+// and returns when the pod was seen failed: the earliest moment any
+// controller could react. (kwok plays the failure from a queue that may
+// still hold the first attempt's transitions: 34 s in one run.)
 func failOnePod(b *testing.B, ctx context.Context, c *localcluster.Cluster, t *tracker) time.Time {
 	b.Helper()
 	pod, err := firstPod(ctx, c)
@@ -349,10 +351,15 @@ func failOnePod(b *testing.B, ctx context.Context, c *localcluster.Cluster, t *t
 		b.Fatalf("waiting for pod %s to run: %v", pod, err)
 	}
 	patch := `{"metadata":{"labels":{"pod-fail.stage.kwok.x-k8s.io":"true"},"annotations":{"pod-fail.stage.kwok.x-k8s.io/delay":"0s"}}}`
-	at := time.Now()
+	asked := time.Now()
 	if _, err := c.Kube.CoreV1().Pods(benchNamespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		b.Fatalf("failing pod %s: %v", pod, err)
 	}
+	if _, err := await(ctx, phaseTimeout, func() bool { _, ok := t.podFailed(pod); return ok }); err != nil {
+		b.Fatalf("waiting for pod %s to fail: %v", pod, err)
+	}
+	at, _ := t.podFailed(pod)
+	b.Logf("pod %s failed %.2fs after kwok was asked", pod, at.Sub(asked).Seconds())
 	return at
 }
 

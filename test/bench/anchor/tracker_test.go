@@ -29,8 +29,10 @@ type tracker struct {
 	// being deleted; failed: Jobs seen with a Failed condition.
 	jobs   map[string]string
 	failed map[string]bool
-	// pods: the pods that exist, by name.
-	pods map[string]podState
+	// pods: the pods that exist, by name; podFailedAt: when each pod was
+	// first seen failed (kept after the pod is gone).
+	pods        map[string]podState
+	podFailedAt map[string]time.Time
 	// onJobGone, when set, is called (outside the lock) with the name of
 	// each Job whose deletion finished.
 	onJobGone func(name string)
@@ -49,7 +51,7 @@ type podState struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{jobs: map[string]string{}, failed: map[string]bool{}, pods: map[string]podState{}}
+	return &tracker{jobs: map[string]string{}, failed: map[string]bool{}, pods: map[string]podState{}, podFailedAt: map[string]time.Time{}}
 }
 
 // start opens the watches; they end with ctx. It returns once every watch
@@ -166,6 +168,9 @@ func (t *tracker) pod(ev watch.Event) {
 		scheduled: pod.Spec.NodeName != "",
 		running:   pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil,
 	}
+	if _, seen := t.podFailedAt[pod.Name]; !seen && pod.Status.Phase == corev1.PodFailed {
+		t.podFailedAt[pod.Name] = time.Now()
+	}
 }
 
 // jobSet counts the writes that changed the JobSet's status, and their size.
@@ -229,6 +234,14 @@ func (t *tracker) running(pod string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.pods[pod].running
+}
+
+// podFailed tells whether the pod was seen failed, and when.
+func (t *tracker) podFailed(pod string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.podFailedAt[pod]
+	return at, ok
 }
 
 func (t *tracker) jobFailed(name string) bool {
