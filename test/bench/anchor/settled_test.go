@@ -477,28 +477,24 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	// without gc=1) are read without collecting again.
 	heap("", true)
 	heap("", true)
-	awaitScavenger := func(when string) {
-		waited, kept := s.awaitScavenger(b, ctx, func() []byte { return heap("1", false) })
-		b.Logf("%s: %s, the scavenger waited for %s, %.1f MiB of freed pages kept", s.name, when, waited.Round(time.Second), kept)
-	}
-	awaitScavenger("after two collections")
+	runtimeStats := func() []byte { return heap("1", false) }
+	s.awaitScavenger(b, ctx, runtimeStats, "after two collections")
 	// A third collection gives the live objects (and the profile); what
 	// it freed gets the scavenger's time again before the RSS is read.
+	profileData := heap("", true)
 	if profile != "" {
 		dir := filepath.Join(localcluster.RepoRoot(), "_output", "bench-anchor-profiles")
 		path := filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", profile, s.name))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(path, heap("", true), 0o644); err != nil {
+		if err := os.WriteFile(path, profileData, 0o644); err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("heap profile written to %s", path)
-	} else {
-		heap("", true)
 	}
-	live := s.memStat(b, heap("1", false), "HeapAlloc")
-	awaitScavenger("after the third")
+	live := s.memStat(b, runtimeStats(), "HeapAlloc")
+	s.awaitScavenger(b, ctx, runtimeStats, "after the third")
 	stats := heap("1", false)
 	read := func(name string) float64 { return s.memStat(b, stats, name) }
 	inuse := read("HeapInuse")
@@ -534,9 +530,9 @@ func (s apiServer) memStat(b *testing.B, stats []byte, name string) float64 {
 
 // awaitScavenger looks at the freed pages the server keeps every
 // scavengeLook until they are within scavengeSlack of a tenth of its heap
-// in use or stop falling, for at most scavengeMax, and returns how long it
+// in use or stop falling, for at most scavengeMax, and logs how long it
 // waited and what was still kept.
-func (s apiServer) awaitScavenger(b *testing.B, ctx context.Context, stats func() []byte) (time.Duration, float64) {
+func (s apiServer) awaitScavenger(b *testing.B, ctx context.Context, stats func() []byte, when string) {
 	start := time.Now()
 	keptNow := func() (kept, inuse float64) {
 		st := stats()
@@ -545,11 +541,11 @@ func (s apiServer) awaitScavenger(b *testing.B, ctx context.Context, stats func(
 	kept, inuse := keptNow()
 	tick := time.NewTicker(scavengeLook)
 	defer tick.Stop()
-	for kept > inuse/10+scavengeSlack && time.Since(start) < scavengeMax {
+	for kept > inuse/10+scavengeSlack && time.Since(start) < scavengeMax && ctx.Err() == nil {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return time.Since(start), kept
+			continue // the loop ends on ctx.Err()
 		}
 		before := kept
 		kept, inuse = keptNow()
@@ -557,7 +553,7 @@ func (s apiServer) awaitScavenger(b *testing.B, ctx context.Context, stats func(
 			break // no longer falling
 		}
 	}
-	return time.Since(start), kept
+	b.Logf("%s: %s, the scavenger waited for %s, %.1f MiB of freed pages kept", s.name, when, time.Since(start).Round(time.Second), kept)
 }
 
 // logHistory logs the capacity of the server's watch caches of JobSets,

@@ -155,10 +155,11 @@ func TestComponentFlags(t *testing.T) {
 	if !strings.Contains(ctrl, "--health-addr=127.0.0.1:26470") || !strings.Contains(ctrl, "--secure-metrics-bind-address=127.0.0.1:26472") {
 		t.Errorf("standby 1: want ports +70..+72: %s", ctrl)
 	}
-	if kube := strings.Join(c.kubeAPIServerArgs(), " "); !strings.Contains(kube, "--audit-policy-file="+filepath.Join(c.Root, "hack", "local", "audit-policy.yaml")) {
+	kube := strings.Join(c.kubeAPIServerArgs(), " ")
+	if !strings.Contains(kube, "--audit-policy-file="+filepath.Join(c.Root, "hack", "local", "audit-policy.yaml")) {
 		t.Errorf("the default audit policy is the checkout's: %s", kube)
 	}
-	if kube := strings.Join(c.kubeAPIServerArgs(), " "); !strings.Contains(kube, "--endpoint-reconciler-type=none") {
+	if !strings.Contains(kube, "--endpoint-reconciler-type=none") {
 		t.Errorf("without a real node nothing uses the kubernetes Service: %s", kube)
 	}
 	if kube := strings.Join(testCluster(t, map[string]string{"REAL_NODE": "1"}).kubeAPIServerArgs(), " "); !strings.Contains(kube, "--advertise-address=10.88.0.1") {

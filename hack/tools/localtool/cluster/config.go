@@ -212,7 +212,7 @@ func FromEnv(root string, getenv func(string) string) (*Config, error) {
 	c.LogVerbosity = strconv.Itoa(number("LOG_VERBOSITY", 0, 10))
 	c.AuditPolicy = absolute(root, getenv("AUDIT_POLICY"), get("AUDIT_POLICY"))
 	if st, err := os.Stat(c.AuditPolicy); err != nil || st.IsDir() {
-		errs = append(errs, fmt.Sprintf("AUDIT_POLICY must be a readable file, got %q", c.AuditPolicy))
+		errs = append(errs, fmt.Sprintf("AUDIT_POLICY must name a file, got %q", c.AuditPolicy))
 	}
 	c.Wait = time.Duration(number("WAIT_TIMEOUT", 1, 3600)) * time.Second
 	c.KeepOnFailure, c.Clean = flag("KEEP_ON_FAILURE"), flag("CLEAN")
