@@ -20,7 +20,8 @@
 // a client rate limit of 500 QPS, burst 1000, so that the Job controller's
 // pod creations do not hide the differences). BENCH_LARGE_ONLY=ours (or
 // upstream, or plain) runs that side alone, for trying a change out; it
-// reports no ratios.
+// reports no ratios. Every side logs the CPU time of each process that
+// serves it, per phase (cpu_test.go).
 package anchor
 
 import (
@@ -92,11 +93,15 @@ type figures struct {
 	// Status of the JobSet (ours and upstream): writes that changed it
 	// and their bytes, the largest status, Job events over the same time.
 	statusWrites, statusBytes, statusMax, jobEvents int
+	// CPU time of each process from the start until every Job exists,
+	// from then until every pod is scheduled, and over the next attempt
+	// (from the failure until its pods are scheduled).
+	cpuJobs, cpuPods, cpuNext cpuReading
 }
 
 type side struct {
 	name string
-	run  func(b *testing.B, c *localcluster.Cluster, s shape) figures
+	run  func(b *testing.B, c *localcluster.Cluster, m *cpuMeter, s shape) figures
 }
 
 var (
@@ -130,6 +135,8 @@ func BenchmarkLargeJobSet(b *testing.B) {
 					b.Logf("%s %s: all Jobs %.2fs, all pods scheduled %.2fs; after the failure: all Jobs %.2fs, all pods scheduled %.2fs; status writes %d (%d bytes, largest %d B) over %d Job events",
 						s, sd.name, f.jobs.Seconds(), f.pods.Seconds(), f.restartJobs.Seconds(), f.restartPods.Seconds(),
 						f.statusWrites, f.statusBytes, f.statusMax, f.jobEvents)
+					b.Logf("%s %s CPU: until all Jobs %v; then until all pods scheduled %v; next attempt %v",
+						s, sd.name, f.cpuJobs, f.cpuPods, f.cpuNext)
 					got[sd.name] = append(got[sd.name], f)
 				}
 			}
@@ -167,6 +174,12 @@ func report(b *testing.B, got map[string][]figures) {
 		b.ReportMetric(o/u, m.unit+"-ours/upstream")
 		b.ReportMetric(o/p, m.unit+"-ours/plain")
 	}
+	for _, name := range []string{"ours", "upstream", "plain"} {
+		// CPU time of the whole machine's work in each phase.
+		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuJobs.total() }), "cpu-jobs-"+name+"-s")
+		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuPods.total() }), "cpu-pods-"+name+"-s")
+		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuNext.total() }), "cpu-next-"+name+"-s")
+	}
 	for _, name := range []string{"ours", "upstream"} {
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusWrites) }), "status-writes-"+name)
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusMax) }), "status-max-B-"+name)
@@ -189,11 +202,15 @@ func onFreshCluster(b *testing.B, sd side, s shape) figures {
 		b.Fatalf("%d nodes × %d pods do not hold the %d pods of %s and some room: raise BENCH_NODES or BENCH_NODE_PODS", nodes, nodePods, s.jobs*s.pods, s)
 	}
 	var f figures
-	withFreshCluster(b, sd.name, func(c *localcluster.Cluster, _ *upstream) {
+	withFreshCluster(b, sd.name, func(c *localcluster.Cluster, u *upstream) {
 		if out, err := c.Kubectl("", "create", "namespace", benchNamespace); err != nil {
 			b.Fatalf("creating namespace: %v\n%s", err, out)
 		}
-		f = sd.run(b, c, s)
+		m, err := newCPUMeter(c, u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f = sd.run(b, c, m, s)
 	})
 	return f
 }
@@ -296,7 +313,7 @@ func largeJobSet(s shape) *v1alpha2.JobSet {
 
 // runJobSet is ours and upstream alike: the JobSet is created through
 // our typed client (the same group, version and wire form).
-func runJobSet(b *testing.B, c *localcluster.Cluster, s shape) figures {
+func runJobSet(b *testing.B, c *localcluster.Cluster, m *cpuMeter, s shape) figures {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// JSON: upstream's CRD speaks no protobuf (kube-apiserver v1.37.2
@@ -308,20 +325,23 @@ func runJobSet(b *testing.B, c *localcluster.Cluster, s shape) figures {
 	if err := t.start(ctx, protoKube(c, -1, 0), jobsets, benchNamespace, jobSetName); err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := m.read(b)
 	start := time.Now()
 	if _, err := jobsets.JobsetV1alpha2().JobSets(benchNamespace).Create(ctx, largeJobSet(s), metav1.CreateOptions{}); err != nil {
 		b.Fatalf("creating the JobSet: %v", err)
 	}
-	f := firstAttempt(b, ctx, t, s, start)
+	f := firstAttempt(b, ctx, t, m, cpu0, s, start)
 	failed := failOnePod(b, ctx, c, t)
+	cpu1 := m.read(b)
 	f.restartJobs, f.restartPods = nextAttempt(b, ctx, t, s, failed)
+	f.cpuNext = m.read(b).since(cpu1)
 	f.statusWrites, f.statusBytes, f.statusMax, f.jobEvents = t.statusFigures()
 	return f
 }
 
 // firstAttempt waits until every Job of attempt 0 exists and every pod of
-// it is scheduled.
-func firstAttempt(b *testing.B, ctx context.Context, t *tracker, s shape, start time.Time) figures {
+// it is scheduled, and reads the CPU time spent until each, from cpu0.
+func firstAttempt(b *testing.B, ctx context.Context, t *tracker, m *cpuMeter, cpu0 cpuReading, s shape, start time.Time) figures {
 	b.Helper()
 	var f figures
 	at, err := await(ctx, phaseTimeout, func() bool { return t.jobsOf("0") >= s.jobs })
@@ -329,11 +349,14 @@ func firstAttempt(b *testing.B, ctx context.Context, t *tracker, s shape, start 
 		b.Fatalf("waiting for %d Jobs: %v (have %d)", s.jobs, err, t.jobsOf("0"))
 	}
 	f.jobs = at.Sub(start)
+	cpu1 := m.read(b)
+	f.cpuJobs = cpu1.since(cpu0)
 	at, err = await(ctx, phaseTimeout, func() bool { return t.scheduledOf("0") >= s.jobs*s.pods })
 	if err != nil {
 		b.Fatalf("waiting for %d scheduled pods: %v (have %d)", s.jobs*s.pods, err, t.scheduledOf("0"))
 	}
 	f.pods = at.Sub(start)
+	f.cpuPods = m.read(b).since(cpu1)
 	return f
 }
 
@@ -399,7 +422,7 @@ func jobName(idx int) string { return fmt.Sprintf("%s-%s-%d", jobSetName, rjName
 // the Jobs from controllerParallelism goroutines at the controller's rate
 // limit; on the failed Job it deletes every Job (foreground, as the
 // controllers do) and creates each again, as attempt 1, once it is gone.
-func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
+func runPlain(b *testing.B, c *localcluster.Cluster, m *cpuMeter, s shape) figures {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	t := newTracker()
@@ -409,6 +432,7 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 	kube := protoKube(c, controllerQPS, controllerBurst)
 	// The controllers' Jobs carry the JobSet's UID; there is none here.
 	uid := "00000000-0000-0000-0000-000000000000"
+	cpu0 := m.read(b)
 	start := time.Now()
 	if _, err := kube.CoreV1().Services(benchNamespace).Create(ctx, plainService(), metav1.CreateOptions{}); err != nil {
 		b.Fatalf("creating the Service: %v", err)
@@ -417,8 +441,9 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 		_, err := kube.BatchV1().Jobs(benchNamespace).Create(ctx, plainJob(s, uid, i, 0), metav1.CreateOptions{})
 		return err
 	})
-	f := firstAttempt(b, ctx, t, s, start)
+	f := firstAttempt(b, ctx, t, m, cpu0, s, start)
 	failed := failOnePod(b, ctx, c, t)
+	cpu1 := m.read(b)
 
 	if _, err := await(ctx, phaseTimeout, func() bool { return t.jobFailed(jobName(0)) }); err != nil {
 		b.Fatalf("waiting for Job %s to fail: %v", jobName(0), err)
@@ -450,6 +475,7 @@ func runPlain(b *testing.B, c *localcluster.Cluster, s shape) figures {
 			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)})
 	})
 	f.restartJobs, f.restartPods = nextAttempt(b, ctx, t, s, failed)
+	f.cpuNext = m.read(b).since(cpu1)
 	t.setOnJobGone(nil)
 	close(gone)
 	wg.Wait()
