@@ -134,9 +134,6 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		metrics:     opts.Metrics,
 		clock:       opts.Clock,
 		parallelism: opts.Parallelism,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset", MetricsProvider: opts.WorkqueueMetrics}),
 	}
 	if c.recorder == nil {
 		c.recorder = &events.FakeRecorder{}
@@ -147,6 +144,10 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
+	// The queue's delays (requeues, batched Job counts) follow the same clock.
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "jobset", MetricsProvider: opts.WorkqueueMetrics, Clock: c.clock})
 	if c.parallelism <= 0 {
 		c.parallelism = defaultParallelism
 	}
@@ -190,16 +191,8 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	// Jobs: feed the expectations, then enqueue, in one handler so the
 	// sync always sees the observation.
 	if _, err := jobInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o interface{}) { c.observeJob(o, false); c.enqueueOwner(o) },
-		UpdateFunc: func(o, n interface{}) {
-			om, ok1 := o.(metav1.Object)
-			nm, ok2 := n.(metav1.Object)
-			if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
-				return
-			}
-			c.observeJob(n, false)
-			c.enqueueOwner(n)
-		},
+		AddFunc:    func(o interface{}) { c.observeJob(o, false); c.enqueueOwner(o) },
+		UpdateFunc: c.jobUpdated,
 		DeleteFunc: func(o interface{}) { c.observeJob(o, true); c.enqueueOwner(o) },
 	}); err != nil {
 		return nil, err
@@ -291,6 +284,39 @@ func (c *Controller) enqueueOwner(obj interface{}) {
 	if key, ok := keyForChild(obj); ok {
 		c.queue.Add(key)
 	}
+}
+
+// jobCountsBatch is how long a change of a Job's pod counts alone waits
+// before it syncs its JobSet, so that the counts of many Jobs changing
+// together cost one sync. A sync reads every Job of its JobSet: at 2,000
+// Jobs whose pods start together, one sync per Job event kept
+// jobset-controller at about half a core while the pods were scheduled
+// (test/bench/README.md). The counts' only readers are the status (whose
+// counter-only writes are paced at a second anyway), the startup policy
+// and availability; every other change of a Job syncs at once.
+const jobCountsBatch = 500 * time.Millisecond
+
+// jobUpdated handles a Job update: a resync (same resource version) is
+// ignored, a change of the pod counts alone (or of nothing cached) is
+// batched (jobCountsBatch), anything else syncs the JobSet at once.
+func (c *Controller) jobUpdated(o, n interface{}) {
+	om, ok1 := o.(metav1.Object)
+	nm, ok2 := n.(metav1.Object)
+	if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
+		return
+	}
+	c.observeJob(n, false)
+	key, ok := keyForChild(n)
+	if !ok {
+		return
+	}
+	oj, ok1 := o.(*jobcache.Job)
+	nj, ok2 := n.(*jobcache.Job)
+	if ok1 && ok2 && jobcache.SameButCounts(oj, nj) {
+		c.queue.AddAfter(key, jobCountsBatch)
+		return
+	}
+	c.queue.Add(key)
 }
 
 // observeJob feeds Job events to the expectations.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kfake "k8s.io/client-go/kubernetes/fake"
@@ -93,4 +94,51 @@ func TestRunWithInformers(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestJobCountsBatched: a Job update that changes only its pod counts syncs
+// its JobSet after jobCountsBatch, so that many such updates cost one
+// sync; a Job that fails syncs it at once.
+func TestJobCountsBatched(t *testing.T) {
+	fx := newFixture(t, newJobSet("js"))
+	fx.sync("js")
+	created := fx.job("js-workers-0")
+	old := fx.trimmed(created.DeepCopy())
+	update := func(mod func(*batchv1.Job)) interface{} {
+		j := created.DeepCopy()
+		j.ResourceVersion += "1"
+		mod(j)
+		return fx.trimmed(j)
+	}
+	if n := fx.c.queue.Len(); n != 0 {
+		t.Fatalf("%d keys queued before any Job event", n)
+	}
+
+	fx.c.jobUpdated(old, update(readyJob))
+	if n := fx.c.queue.Len(); n != 0 {
+		t.Fatalf("a change of the pod counts queued the JobSet at once (%d keys)", n)
+	}
+	fx.c.jobUpdated(old, update(func(j *batchv1.Job) { j.Status.Succeeded = 1 }))
+	fx.clock.Step(jobCountsBatch)
+	if err := wait.PollUntilContextTimeout(fx.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return fx.c.queue.Len() == 1, nil
+	}); err != nil {
+		t.Fatalf("two count changes: %d keys queued after %v, want the JobSet once", fx.c.queue.Len(), jobCountsBatch)
+	}
+	if key, _ := fx.c.queue.Get(); key != ns+"/js" {
+		t.Fatalf("queued %q", key)
+	}
+	fx.c.queue.Done(ns + "/js")
+
+	fx.c.jobUpdated(old, update(failJob("BackoffLimitExceeded", "x", t0)))
+	if n := fx.c.queue.Len(); n != 1 {
+		t.Fatalf("a failed Job queued %d keys at once, want its JobSet", n)
+	}
+	// A resync (the same resource version) queues nothing.
+	fx.c.queue.Get()
+	fx.c.queue.Done(ns + "/js")
+	fx.c.jobUpdated(old, old)
+	if n := fx.c.queue.Len(); n != 0 {
+		t.Fatalf("a resync queued %d keys", n)
+	}
 }

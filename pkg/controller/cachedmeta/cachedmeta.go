@@ -10,6 +10,7 @@
 package cachedmeta
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,6 +87,42 @@ func (m *Meta) ObjectMeta() metav1.ObjectMeta {
 		OwnerReferences: m.ownerReferences,
 		Labels:          m.GetLabels(), Annotations: m.GetAnnotations(),
 	}
+}
+
+// SameButVersion reports whether m and o hold the same metadata but
+// perhaps for the resource version: the same object, labels, annotations,
+// owners and deletion time.
+func (m *Meta) SameButVersion(o *Meta) bool {
+	if m.name != o.name || m.namespace != o.namespace || m.uid != o.uid || m.created != o.created {
+		return false
+	}
+	if (m.deletionTimestamp == nil) != (o.deletionTimestamp == nil) ||
+		(m.deletionTimestamp != nil && !m.deletionTimestamp.Equal(o.deletionTimestamp)) {
+		return false
+	}
+	if len(m.ownerReferences) != len(o.ownerReferences) {
+		return false
+	}
+	for i := range m.ownerReferences {
+		a, b := &m.ownerReferences[i], &o.ownerReferences[i]
+		if a.UID != b.UID || a.Kind != b.Kind || a.Name != b.Name || a.APIVersion != b.APIVersion ||
+			!sameBool(a.Controller, b.Controller) || !sameBool(a.BlockOwnerDeletion, b.BlockOwnerDeletion) {
+			return false
+		}
+	}
+	return m.pairs.same(&o.pairs)
+}
+
+func sameBool(a, b *bool) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// same reports whether p and o hold the same labels and annotations.
+func (p *Pairs) same(o *Pairs) bool {
+	if (p.keys == nil) != (o.keys == nil) || !slices.Equal(p.values, o.values) {
+		return false
+	}
+	return p.keys == o.keys || (p.keys.nlabels == o.keys.nlabels && slices.Equal(p.keys.keys, o.keys.keys))
 }
 
 // DeepCopy returns a copy that shares nothing with m but the strings and

@@ -137,6 +137,37 @@ func (j *Job) Job() *batchv1.Job {
 	return out
 }
 
+// SameButCounts reports whether cur holds what old does but perhaps for
+// its active, ready and succeeded pod counts: the same metadata (but the
+// resource version), spec, failed count and conditions. A change of
+// fields the cache does not keep (the start time, terminating pods) reads
+// as no change.
+func SameButCounts(old, cur *Job) bool {
+	return old.Meta.SameButVersion(&cur.Meta) && old.set&^hasReady == cur.set&^hasReady &&
+		old.parallelism == cur.parallelism && old.completions == cur.completions &&
+		old.backoffLimit == cur.backoffLimit && old.backoffLimitPerIndex == cur.backoffLimitPerIndex &&
+		old.failed == cur.failed && sameString(old.managedBy, cur.managedBy) &&
+		sameConditions(old.conditions, cur.conditions)
+}
+
+func sameString(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func sameConditions(a, b []batchv1.JobCondition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			!x.LastTransitionTime.Equal(&y.LastTransitionTime) || !x.LastProbeTime.Equal(&y.LastProbeTime) {
+			return false
+		}
+	}
+	return true
+}
+
 // Of returns the Job an informer object holds: a cached Job, a
 // batchv1.Job, or either inside a cache.DeletedFinalStateUnknown.
 func Of(obj interface{}) (*batchv1.Job, bool) {

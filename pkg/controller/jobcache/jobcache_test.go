@@ -83,3 +83,51 @@ func TestOptionalFieldsReadBack(t *testing.T) {
 		t.Fatalf("read back %+v", got.Spec)
 	}
 }
+
+func TestSameButCounts(t *testing.T) {
+	now := metav1.Now()
+	cases := map[string]struct {
+		change func(*batchv1.Job)
+		same   bool
+	}{
+		"nothing but the resource version": {func(j *batchv1.Job) { j.ResourceVersion = "4" }, true},
+		"a field not cached":               {func(j *batchv1.Job) { j.Status.StartTime = &now }, true},
+		"active":                           {func(j *batchv1.Job) { j.Status.Active = 2 }, true},
+		"ready":                            {func(j *batchv1.Job) { j.Status.Ready = ptr.To[int32](0) }, true},
+		"ready unset":                      {func(j *batchv1.Job) { j.Status.Ready = nil }, true},
+		"succeeded":                        {func(j *batchv1.Job) { j.Status.Succeeded = 1 }, true},
+		"failed":                           {func(j *batchv1.Job) { j.Status.Failed = 1 }, false},
+		"a condition": {func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: "True"}}
+		}, false},
+		"a label":            {func(j *batchv1.Job) { j.Labels["a"] = "2" }, false},
+		"a new annotation":   {func(j *batchv1.Job) { j.Annotations["d"] = "4" }, false},
+		"deleted":            {func(j *batchv1.Job) { j.DeletionTimestamp = &now }, false},
+		"an owner":           {func(j *batchv1.Job) { j.OwnerReferences = []metav1.OwnerReference{{UID: "o"}} }, false},
+		"parallelism":        {func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3) }, false},
+		"resumed":            {func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(false) }, false},
+		"managed elsewhere":  {func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("other") }, false},
+		"no failure policy":  {func(j *batchv1.Job) { j.Spec.PodFailurePolicy = nil }, false},
+		"a new backoffLimit": {func(j *batchv1.Job) { j.Spec.BackoffLimit = ptr.To[int32](1) }, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cur := job()
+			tc.change(cur)
+			if got := SameButCounts(Compact(job()), Compact(cur)); got != tc.same {
+				t.Fatalf("SameButCounts = %v, want %v", got, tc.same)
+			}
+		})
+	}
+	withCondition := func(msg string) *batchv1.Job {
+		j := job()
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: "True", Message: msg}}
+		return j
+	}
+	if SameButCounts(Compact(withCondition("a")), Compact(withCondition("b"))) {
+		t.Fatal("a changed condition message read as the same")
+	}
+	if !SameButCounts(Compact(withCondition("a")), Compact(withCondition("a"))) {
+		t.Fatal("equal conditions read as changed")
+	}
+}
