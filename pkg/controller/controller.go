@@ -37,7 +37,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -179,12 +178,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	child := cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueOwner,
 		UpdateFunc: func(o, n interface{}) {
-			om, ok1 := o.(interface{ GetResourceVersion() string })
-			nm, ok2 := n.(interface{ GetResourceVersion() string })
-			if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
-				return // periodic resync
+			if !isResync(o, n) {
+				c.enqueueOwner(n)
 			}
-			c.enqueueOwner(n)
 		},
 		DeleteFunc: c.enqueueOwner,
 	}
@@ -300,9 +296,7 @@ const jobCountsBatch = 500 * time.Millisecond
 // ignored, a change of the pod counts alone (or of nothing cached) is
 // batched (jobCountsBatch), anything else syncs the JobSet at once.
 func (c *Controller) jobUpdated(o, n interface{}) {
-	om, ok1 := o.(metav1.Object)
-	nm, ok2 := n.(metav1.Object)
-	if ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion() {
+	if isResync(o, n) {
 		return
 	}
 	c.observeJob(n, false)
@@ -317,6 +311,14 @@ func (c *Controller) jobUpdated(o, n interface{}) {
 		return
 	}
 	c.queue.Add(key)
+}
+
+// isResync reports whether an update is an informer's periodic resync:
+// the same resource version.
+func isResync(o, n interface{}) bool {
+	om, ok1 := o.(interface{ GetResourceVersion() string })
+	nm, ok2 := n.(interface{ GetResourceVersion() string })
+	return ok1 && ok2 && om.GetResourceVersion() != "" && om.GetResourceVersion() == nm.GetResourceVersion()
 }
 
 // observeJob feeds Job events to the expectations.

@@ -134,10 +134,13 @@ func TestJobCountsBatched(t *testing.T) {
 	if n := fx.c.queue.Len(); n != 1 {
 		t.Fatalf("a failed Job queued %d keys at once, want its JobSet", n)
 	}
-	// A resync (the same resource version) queues nothing.
+	// A resync (the same resource version) queues nothing, even of a Job
+	// not in its compact form, whose updates are otherwise queued at once.
 	fx.c.queue.Get()
 	fx.c.queue.Done(ns + "/js")
-	fx.c.jobUpdated(old, old)
+	resynced := created.DeepCopy()
+	resynced.ResourceVersion = "7"
+	fx.c.jobUpdated(resynced, resynced)
 	if n := fx.c.queue.Len(); n != 0 {
 		t.Fatalf("a resync queued %d keys", n)
 	}

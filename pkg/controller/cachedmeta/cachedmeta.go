@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // Meta is the cached metadata of an object. The fields it does not keep
@@ -96,25 +97,17 @@ func (m *Meta) SameButVersion(o *Meta) bool {
 	if m.name != o.name || m.namespace != o.namespace || m.uid != o.uid || m.created != o.created {
 		return false
 	}
-	if (m.deletionTimestamp == nil) != (o.deletionTimestamp == nil) ||
-		(m.deletionTimestamp != nil && !m.deletionTimestamp.Equal(o.deletionTimestamp)) {
-		return false
-	}
-	if len(m.ownerReferences) != len(o.ownerReferences) {
+	if !m.deletionTimestamp.Equal(o.deletionTimestamp) || len(m.ownerReferences) != len(o.ownerReferences) {
 		return false
 	}
 	for i := range m.ownerReferences {
 		a, b := &m.ownerReferences[i], &o.ownerReferences[i]
 		if a.UID != b.UID || a.Kind != b.Kind || a.Name != b.Name || a.APIVersion != b.APIVersion ||
-			!sameBool(a.Controller, b.Controller) || !sameBool(a.BlockOwnerDeletion, b.BlockOwnerDeletion) {
+			!ptr.Equal(a.Controller, b.Controller) || !ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion) {
 			return false
 		}
 	}
 	return m.pairs.same(&o.pairs)
-}
-
-func sameBool(a, b *bool) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // same reports whether p and o hold the same labels and annotations.

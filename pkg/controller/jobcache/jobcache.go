@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/nativejobset/jobset/pkg/controller/cachedmeta"
 )
@@ -146,12 +147,8 @@ func SameButCounts(old, cur *Job) bool {
 	return old.Meta.SameButVersion(&cur.Meta) && old.set&^hasReady == cur.set&^hasReady &&
 		old.parallelism == cur.parallelism && old.completions == cur.completions &&
 		old.backoffLimit == cur.backoffLimit && old.backoffLimitPerIndex == cur.backoffLimitPerIndex &&
-		old.failed == cur.failed && sameString(old.managedBy, cur.managedBy) &&
+		old.failed == cur.failed && ptr.Equal(old.managedBy, cur.managedBy) &&
 		sameConditions(old.conditions, cur.conditions)
-}
-
-func sameString(a, b *string) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func sameConditions(a, b []batchv1.JobCondition) bool {

@@ -495,7 +495,7 @@ func (s apiServer) memory(b *testing.B, c *localcluster.Cluster, profile string)
 	}
 	live := s.memStat(b, runtimeStats(), "HeapAlloc")
 	s.awaitScavenger(b, ctx, runtimeStats, "after the third")
-	stats := heap("1", false)
+	stats := runtimeStats()
 	read := func(name string) float64 { return s.memStat(b, stats, name) }
 	inuse := read("HeapInuse")
 	keptFree := read("HeapIdle") - read("HeapReleased")
