@@ -1,14 +1,18 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -29,16 +33,35 @@ func TestRestartWaitsForRunningOldPods(t *testing.T) {
 				fx.setJob(n, func(j *batchv1.Job) { j.UID = types.UID("uid-" + j.Name) }) // the fake assigns none
 			}
 			oldUID := fx.job("js-workers-1").UID
+			ownedBy := func(job string, uid types.UID) []metav1.OwnerReference {
+				return []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job, UID: uid, Controller: ptr.To(true)}}
+			}
 			// A pod of the old js-workers-1, being deleted but still running.
 			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "js-workers-1-x", Namespace: ns, DeletionTimestamp: &metav1.Time{Time: t0},
-					Finalizers: []string{"batch.kubernetes.io/job-tracking"},
+				ObjectMeta: metav1.ObjectMeta{Name: "js-workers-1-x", Namespace: ns, UID: "pod-x", DeletionTimestamp: &metav1.Time{Time: t0},
+					Finalizers: []string{"batch.kubernetes.io/job-tracking"}, OwnerReferences: ownedBy("js-workers-1", oldUID),
 					Labels: map[string]string{jobset.JobSetNameKey: "js", batchv1.JobNameLabel: "js-workers-1",
 						batchv1.ControllerUidLabel: string(oldUID), jobset.RestartsKey: "0"}},
 				Status: corev1.PodStatus{Phase: corev1.PodRunning},
 			}
-			if _, err := fx.kube.CoreV1().Pods(ns).Create(fx.ctx, pod, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
+			// The failed pod of the old js-workers-0, not deleted yet.
+			failed := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "js-workers-0-y", Namespace: ns, UID: "pod-y",
+					OwnerReferences: ownedBy("js-workers-0", fx.job("js-workers-0").UID),
+					Labels:          map[string]string{jobset.JobSetNameKey: "js", batchv1.JobNameLabel: "js-workers-0", jobset.RestartsKey: "0"}},
+				Status: corev1.PodStatus{Phase: corev1.PodFailed},
+			}
+			// A pod of the same name's Job in another JobSet.
+			other := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "other-workers-0-z", Namespace: ns, UID: "pod-z",
+					OwnerReferences: ownedBy("other-workers-0", "uid-other"),
+					Labels:          map[string]string{jobset.JobSetNameKey: "other", batchv1.JobNameLabel: "other-workers-0"}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning},
+			}
+			for _, p := range []*corev1.Pod{pod, failed, other} {
+				if _, err := fx.kube.CoreV1().Pods(ns).Create(fx.ctx, p, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
 			fx.kube.ClearActions()
@@ -48,23 +71,32 @@ func TestRestartWaitsForRunningOldPods(t *testing.T) {
 			if strategy == jobset.BlockingRecreate {
 				wantPolicy = metav1.DeletePropagationForeground
 			}
-			podsDeleted := map[string]bool{}
+			var podsDeleted []string
 			for _, a := range fx.kube.Actions() {
 				switch d := a.(type) {
 				case k8stesting.DeleteActionImpl:
-					if d.GetResource().Resource == "jobs" {
+					switch d.GetResource().Resource {
+					case "jobs":
 						if p := d.GetDeleteOptions().PropagationPolicy; p == nil || *p != wantPolicy {
 							t.Errorf("Job %s deleted with propagation %v, want %s", d.GetName(), p, wantPolicy)
 						}
+					case "pods":
+						podsDeleted = append(podsDeleted, d.GetName())
+						if pre := d.GetDeleteOptions().Preconditions; pre == nil || pre.UID == nil || *pre.UID != failed.UID {
+							t.Errorf("pod %s deleted with preconditions %+v, want its UID", d.GetName(), pre)
+						}
 					}
 				case k8stesting.DeleteCollectionActionImpl:
-					if d.GetResource().Resource == "pods" {
-						podsDeleted[d.GetListRestrictions().Labels.String()] = true
-					}
+					t.Errorf("deletecollection of %s: the pods are deleted one by one", d.GetResource().Resource)
 				}
 			}
-			if sel := batchv1.ControllerUidLabel + "=" + string(oldUID); !podsDeleted[sel] {
-				t.Errorf("the pods of the old js-workers-1 were not deleted (%v)", podsDeleted)
+			// The old failed pod goes; the one already being deleted and
+			// the other JobSet's are left alone.
+			if !reflect.DeepEqual(podsDeleted, []string{failed.Name}) {
+				t.Errorf("pods deleted: %v, want [%s]", podsDeleted, failed.Name)
+			}
+			if _, err := fx.kube.CoreV1().Pods(ns).Get(fx.ctx, other.Name, metav1.GetOptions{}); err != nil {
+				t.Errorf("the other JobSet's pod: %v", err)
 			}
 			if strategy == jobset.BlockingRecreate {
 				return // the wait for the Jobs is TestRestartRecreate's
@@ -124,5 +156,57 @@ func TestStrayOldPodDeleted(t *testing.T) {
 	fx.sync("js")
 	if got := fx.jobNames(); !reflect.DeepEqual(got, allJobs) {
 		t.Fatalf("jobs = %v", got)
+	}
+}
+
+// The pods of deleted Jobs are listed a page at a time: every page's pods
+// are deleted, and the pages are asked for in the limit deletePodsOf sets.
+func TestDeletedJobsPodsPaged(t *testing.T) {
+	js := newJobSet("js")
+	fx := newFixture(t, js)
+	fx.sync("js")
+	podOf := func(job string, i int) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", job, i), Namespace: ns, UID: types.UID(fmt.Sprintf("pod-%s-%d", job, i)),
+			Labels:          map[string]string{jobset.JobSetNameKey: "js"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: job, UID: types.UID("uid-" + job), Controller: ptr.To(true)}},
+		}}
+	}
+	pages := map[string]*corev1.PodList{
+		"":       {ListMeta: metav1.ListMeta{Continue: "second"}, Items: []corev1.Pod{podOf("js-leader-0", 0), podOf("js-workers-0", 0)}},
+		"second": {Items: []corev1.Pod{podOf("js-workers-1", 0), podOf("js-workers-1", 1)}},
+	}
+	var limits []int64
+	fx.kube.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).GetListOptions()
+		limits = append(limits, opts.Limit)
+		page, ok := pages[opts.Continue]
+		if !ok {
+			return true, nil, fmt.Errorf("unknown continue token %q", opts.Continue)
+		}
+		return true, page, nil
+	})
+	var jobs []*batchv1.Job
+	for _, n := range []string{"js-leader-0", "js-workers-1"} {
+		j := fx.job(n)
+		j.UID = types.UID("uid-" + n)
+		jobs = append(jobs, j)
+	}
+	fx.kube.ClearActions()
+	if err := fx.c.deletePrevious(fx.ctx, ns+"/js", js, jobs); err != nil {
+		t.Fatal(err)
+	}
+	var deleted []string
+	for _, a := range fx.kube.Actions() {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok && d.GetResource().Resource == "pods" {
+			deleted = append(deleted, d.GetName())
+		}
+	}
+	sort.Strings(deleted)
+	if want := []string{"js-leader-0-0", "js-workers-1-0", "js-workers-1-1"}; !reflect.DeepEqual(deleted, want) {
+		t.Errorf("pods deleted: %v, want %v (js-workers-0 was not deleted)", deleted, want)
+	}
+	if !reflect.DeepEqual(limits, []int64{podPage, podPage}) {
+		t.Errorf("list limits %v, want two pages of %d", limits, podPage)
 	}
 }

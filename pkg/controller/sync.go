@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -389,15 +390,15 @@ func hasOlderAttempt(js *jobset.JobSet, deleting []*batchv1.Job) bool {
 // than leaving it to the garbage collector saves its pass over them, made
 // at kube-controller-manager's client rate.
 func (c *Controller) deleteJobs(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job) error {
-	return c.deleteJobsWith(ctx, key, jobs, metav1.DeletePropagationForeground)
+	return c.deleteJobsWith(ctx, key, js, jobs, metav1.DeletePropagationForeground)
 }
 
 // deletePrevious deletes the Jobs of superseded attempts (restart_pods.go).
 func (c *Controller) deletePrevious(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job) error {
-	return c.deleteJobsWith(ctx, key, jobs, restartPropagation(js))
+	return c.deleteJobsWith(ctx, key, js, jobs, restartPropagation(js))
 }
 
-func (c *Controller) deleteJobsWith(ctx context.Context, key string, jobs []*batchv1.Job, propagation metav1.DeletionPropagation) error {
+func (c *Controller) deleteJobsWith(ctx context.Context, key string, js *jobset.JobSet, jobs []*batchv1.Job, propagation metav1.DeletionPropagation) error {
 	var todo []*batchv1.Job
 	for _, j := range jobs {
 		if j.DeletionTimestamp == nil && !c.exp.deletePending(key, j.Name, j.UID) {
@@ -409,6 +410,7 @@ func (c *Controller) deleteJobsWith(ctx context.Context, key string, jobs []*bat
 	}
 	var mu sync.Mutex
 	var errs []error
+	deleted := make(map[types.UID]bool, len(todo))
 	c.parallel(len(todo), func(i int) {
 		job := todo[i]
 		uid := job.UID
@@ -417,9 +419,6 @@ func (c *Controller) deleteJobsWith(ctx context.Context, key string, jobs []*bat
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
 		err := c.kube.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, opts)
-		if err == nil && uid != "" {
-			err = c.deletePodsOf(ctx, job.Namespace, uid)
-		}
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -427,16 +426,59 @@ func (c *Controller) deleteJobsWith(ctx context.Context, key string, jobs []*bat
 			return
 		}
 		c.exp.expectDelete(key, job.Name, uid)
+		if err == nil && uid != "" {
+			deleted[uid] = true
+		}
 	})
+	if len(deleted) > 0 {
+		errs = append(errs, c.deletePodsOf(ctx, js, deleted))
+	}
 	return errors.Join(errs...)
 }
 
-// deletePodsOf deletes the pods of the Job with the given UID (the Job
-// controller labels them with it), each with its own grace period.
-func (c *Controller) deletePodsOf(ctx context.Context, namespace string, uid types.UID) error {
-	sel := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(uid)}).String()
-	err := c.kube.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-	return wrapf(err, "deleting its pods")
+// podPage is how many pods one page of the list in deletePodsOf holds.
+const podPage = 500
+
+// deletePodsOf deletes the pods of the Jobs with the given UIDs (just
+// deleted), each with its own grace period, rather than leaving them to
+// the garbage collector. It finds them with one paged list of the
+// JobSet's pods and deletes each by name: a deletecollection per Job
+// costs kube-apiserver a consistent list per Job and deletes its pods one
+// after another (at 2,000 Jobs it took three times as long as a delete).
+// Pods already being deleted are left alone.
+func (c *Controller) deletePodsOf(ctx context.Context, js *jobset.JobSet, jobUIDs map[types.UID]bool) error {
+	opts := metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name}).String(),
+		Limit:         podPage,
+	}
+	var mu sync.Mutex
+	var errs []error
+	for {
+		list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, opts)
+		if err != nil {
+			return errors.Join(append(errs, wrapf(err, "listing the pods of deleted Jobs"))...)
+		}
+		var todo []*corev1.Pod
+		for i := range list.Items {
+			p := &list.Items[i]
+			if owner := metav1.GetControllerOfNoCopy(p); p.DeletionTimestamp == nil && owner != nil && jobUIDs[owner.UID] {
+				todo = append(todo, p)
+			}
+		}
+		c.parallel(len(todo), func(i int) {
+			uid := todo[i].UID
+			err := c.kube.CoreV1().Pods(js.Namespace).Delete(ctx, todo[i].Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				mu.Lock()
+				errs = append(errs, wrapf(err, "deleting pod %s of a deleted Job", todo[i].Name))
+				mu.Unlock()
+			}
+		})
+		if list.Continue == "" {
+			return errors.Join(errs...)
+		}
+		opts.Continue = list.Continue
+	}
 }
 
 // patchElastic patches a changed parallelism or completions of the
