@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -208,5 +209,28 @@ func TestDeletedJobsPodsPaged(t *testing.T) {
 	}
 	if !reflect.DeepEqual(limits, []int64{podPage, podPage}) {
 		t.Errorf("list limits %v, want two pages of %d", limits, podPage)
+	}
+}
+
+// When the pods cannot be listed, the Jobs are deleted all the same (their
+// pods are left to the garbage collector) and the error is returned.
+func TestJobsDeletedWhenPodListFails(t *testing.T) {
+	js := newJobSet("js")
+	fx := newFixture(t, js)
+	fx.sync("js")
+	fx.kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("list refused")
+	})
+	var jobs []*batchv1.Job
+	for _, j := range fx.jobs() {
+		j.UID = types.UID("uid-" + j.Name)
+		jobs = append(jobs, &j)
+	}
+	err := fx.c.deletePrevious(fx.ctx, ns+"/js", js, jobs)
+	if err == nil || !strings.Contains(err.Error(), "list refused") {
+		t.Errorf("error %v, want the list's", err)
+	}
+	if left := fx.jobNames(); len(left) != 0 {
+		t.Errorf("Jobs left: %v", left)
 	}
 }

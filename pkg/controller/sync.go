@@ -10,7 +10,6 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -408,9 +407,11 @@ func (c *Controller) deleteJobsWith(ctx context.Context, key string, js *jobset.
 	if len(todo) == 0 {
 		return nil
 	}
+	// A failed list leaves the pods to the garbage collector; the Jobs
+	// are deleted all the same.
+	pods, listErr := c.podsOf(ctx, js, todo)
 	var mu sync.Mutex
-	var errs []error
-	deleted := make(map[types.UID]bool, len(todo))
+	errs := []error{listErr}
 	c.parallel(len(todo), func(i int) {
 		job := todo[i]
 		uid := job.UID
@@ -419,66 +420,87 @@ func (c *Controller) deleteJobsWith(ctx context.Context, key string, js *jobset.
 			opts.Preconditions = &metav1.Preconditions{UID: &uid}
 		}
 		err := c.kube.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, opts)
+		var podErr error
+		if err == nil {
+			podErr = c.deletePods(ctx, job.Namespace, pods[uid])
+		}
 		mu.Lock()
 		defer mu.Unlock()
+		if podErr != nil {
+			errs = append(errs, wrapf(podErr, "deleting the pods of Job %s", job.Name))
+		}
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			errs = append(errs, wrapf(err, "deleting Job %s", job.Name))
 			return
 		}
 		c.exp.expectDelete(key, job.Name, uid)
-		if err == nil && uid != "" {
-			deleted[uid] = true
-		}
 	})
-	if len(deleted) > 0 {
-		errs = append(errs, c.deletePodsOf(ctx, js, deleted))
-	}
 	return errors.Join(errs...)
 }
 
-// podPage is how many pods one page of the list in deletePodsOf holds.
+// podRef names a pod to delete.
+type podRef struct {
+	name string
+	uid  types.UID
+}
+
+// podPage is how many pods one page of the list in podsOf holds.
 const podPage = 500
 
-// deletePodsOf deletes the pods of the Jobs with the given UIDs (just
-// deleted), each with its own grace period, rather than leaving them to
-// the garbage collector. It finds them with one paged list of the
-// JobSet's pods and deletes each by name: a deletecollection per Job
-// costs kube-apiserver a consistent list per Job and deletes its pods one
-// after another (at 2,000 Jobs it took three times as long as a delete).
-// Pods already being deleted are left alone.
-func (c *Controller) deletePodsOf(ctx context.Context, js *jobset.JobSet, jobUIDs map[types.UID]bool) error {
+// podsOf returns the pods of the given Jobs that are not being deleted, by
+// their Job's UID, from one paged list of the JobSet's pods. The pods of
+// Jobs being deleted are deleted right after their Job, each by name,
+// rather than left to the garbage collector: so the kubelets start
+// terminating them while the other Jobs are deleted. A deletecollection
+// per Job did the same but cost kube-apiserver a consistent list per Job
+// and deleted a Job's pods one after another: at 2,000 Jobs it took three
+// times as long as a delete. A pod the Job controller creates after the
+// list is the garbage collector's, and runningPredecessors deletes it
+// before a Job of its name is created again.
+func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batchv1.Job) (map[types.UID][]podRef, error) {
+	want := make(map[types.UID]bool, len(jobs))
+	for _, j := range jobs {
+		if j.UID != "" {
+			want[j.UID] = true
+		}
+	}
+	out := map[types.UID][]podRef{}
+	if len(want) == 0 {
+		return out, nil
+	}
 	opts := metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name}).String(),
 		Limit:         podPage,
 	}
-	var mu sync.Mutex
-	var errs []error
 	for {
 		list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, opts)
 		if err != nil {
-			return errors.Join(append(errs, wrapf(err, "listing the pods of deleted Jobs"))...)
+			return out, wrapf(err, "listing the pods of the Jobs to delete")
 		}
-		var todo []*corev1.Pod
 		for i := range list.Items {
 			p := &list.Items[i]
-			if owner := metav1.GetControllerOfNoCopy(p); p.DeletionTimestamp == nil && owner != nil && jobUIDs[owner.UID] {
-				todo = append(todo, p)
+			if owner := metav1.GetControllerOfNoCopy(p); p.DeletionTimestamp == nil && owner != nil && want[owner.UID] {
+				out[owner.UID] = append(out[owner.UID], podRef{name: p.Name, uid: p.UID})
 			}
 		}
-		c.parallel(len(todo), func(i int) {
-			uid := todo[i].UID
-			err := c.kube.CoreV1().Pods(js.Namespace).Delete(ctx, todo[i].Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				mu.Lock()
-				errs = append(errs, wrapf(err, "deleting pod %s of a deleted Job", todo[i].Name))
-				mu.Unlock()
-			}
-		})
 		if list.Continue == "" {
-			return errors.Join(errs...)
+			return out, nil
 		}
 		opts.Continue = list.Continue
 	}
+}
+
+// deletePods deletes pods one after another, each with its own grace
+// period; one that is gone or was replaced is skipped.
+func (c *Controller) deletePods(ctx context.Context, namespace string, pods []podRef) error {
+	var errs []error
+	for _, p := range pods {
+		err := c.kube.CoreV1().Pods(namespace).Delete(ctx, p.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, wrapf(err, "pod %s", p.name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // patchElastic patches a changed parallelism or completions of the
