@@ -8,9 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -62,9 +60,8 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 // Job of that name. Such pods that nobody deleted yet (a pod the Job
 // controller created while its Job was being deleted) are deleted here.
 func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet, names map[string]bool) (map[string]bool, error) {
-	sel := labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name}).String()
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: sel,
+		LabelSelector: podsOfJobSet(js),
 		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
 	})
 	if err != nil {
@@ -86,9 +83,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 	var mu sync.Mutex
 	var errs []error
 	c.parallel(len(stray), func(i int) {
-		uid := stray[i].UID
-		err := c.kube.CoreV1().Pods(js.Namespace).Delete(ctx, stray[i].Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.deletePod(ctx, js.Namespace, stray[i].Name, stray[i].UID); err != nil {
 			mu.Lock()
 			errs = append(errs, wrapf(err, "deleting pod %s of an earlier attempt", stray[i].Name))
 			mu.Unlock()

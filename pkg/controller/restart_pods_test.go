@@ -161,7 +161,7 @@ func TestStrayOldPodDeleted(t *testing.T) {
 }
 
 // The pods of deleted Jobs are listed a page at a time: every page's pods
-// are deleted, and the pages are asked for in the limit deletePodsOf sets.
+// are deleted, and the pages are asked for in the limit podsOf sets.
 func TestDeletedJobsPodsPaged(t *testing.T) {
 	js := newJobSet("js")
 	fx := newFixture(t, js)

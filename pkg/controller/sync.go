@@ -448,15 +448,14 @@ type podRef struct {
 const podPage = 500
 
 // podsOf returns the pods of the given Jobs that are not being deleted, by
-// their Job's UID, from one paged list of the JobSet's pods. The pods of
-// Jobs being deleted are deleted right after their Job, each by name,
-// rather than left to the garbage collector: so the kubelets start
-// terminating them while the other Jobs are deleted. A deletecollection
-// per Job did the same but cost kube-apiserver a consistent list per Job
-// and deleted a Job's pods one after another: at 2,000 Jobs it took three
-// times as long as a delete. A pod the Job controller creates after the
-// list is the garbage collector's, and runningPredecessors deletes it
-// before a Job of its name is created again.
+// their Job's UID, from one paged list of the JobSet's pods, so that
+// deleteJobsWith can delete each Job's pods right after it and their
+// termination starts while the other Jobs are deleted. A deletecollection
+// per Job did that with a list of its own per Job, and kube-apiserver
+// deleted its pods one after another: at 2,000 Jobs it took three times
+// as long as a delete. A pod the Job controller creates after the list is
+// the garbage collector's, and runningPredecessors deletes it before a Job
+// of its name is created again.
 func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batchv1.Job) (map[types.UID][]podRef, error) {
 	want := make(map[types.UID]bool, len(jobs))
 	for _, j := range jobs {
@@ -469,7 +468,7 @@ func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batc
 		return out, nil
 	}
 	opts := metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name}).String(),
+		LabelSelector: podsOfJobSet(js),
 		Limit:         podPage,
 	}
 	for {
@@ -490,17 +489,30 @@ func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batc
 	}
 }
 
-// deletePods deletes pods one after another, each with its own grace
-// period; one that is gone or was replaced is skipped.
+// deletePods deletes pods one after another.
 func (c *Controller) deletePods(ctx context.Context, namespace string, pods []podRef) error {
 	var errs []error
 	for _, p := range pods {
-		err := c.kube.CoreV1().Pods(namespace).Delete(ctx, p.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.deletePod(ctx, namespace, p.name, p.uid); err != nil {
 			errs = append(errs, wrapf(err, "pod %s", p.name))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deletePod deletes a pod with its own grace period; one that is gone or
+// was replaced (another UID) counts as deleted.
+func (c *Controller) deletePod(ctx context.Context, namespace, name string, uid types.UID) error {
+	err := c.kube.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// podsOfJobSet selects the pods of a JobSet's Jobs (their template labels).
+func podsOfJobSet(js *jobset.JobSet) string {
+	return labels.SelectorFromSet(labels.Set{jobset.JobSetNameKey: js.Name}).String()
 }
 
 // patchElastic patches a changed parallelism or completions of the
