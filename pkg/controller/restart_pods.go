@@ -9,6 +9,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -61,7 +63,7 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 // controller created while its Job was being deleted) are deleted here.
 func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet, names map[string]bool) (map[string]bool, error) {
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: podsOfJobSet(js),
+		LabelSelector: predecessorSelector(js, names),
 		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
 	})
 	if err != nil {
@@ -90,4 +92,34 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 		}
 	})
 	return blocked, errors.Join(errs...)
+}
+
+// maxNamesInSelector bounds the size of the Job names that
+// predecessorSelector puts in a selector, so that the request's URL stays
+// short enough for the proxies in front of an API server (a few KiB).
+const maxNamesInSelector = 4 << 10
+
+// predecessorSelector selects the pods of the JobSet's Jobs of the given
+// names, or, when the names do not fit in maxNamesInSelector, all the
+// JobSet's pods (runningPredecessors matches the names either way). The
+// list is repeated every few seconds while an old pod terminates, and once
+// the new attempt runs most of the JobSet's pods are its own: naming the
+// Jobs keeps them out of the answer. kube-apiserver has put the Job's name
+// in batch.kubernetes.io/job-name on its pods since Kubernetes 1.27.
+func predecessorSelector(js *jobset.JobSet, names map[string]bool) string {
+	all := podsOfJobSet(js)
+	size := 0
+	values := make([]string, 0, len(names))
+	for n := range names {
+		size += len(n) + 1
+		values = append(values, n)
+	}
+	if size > maxNamesInSelector {
+		return all
+	}
+	byName, err := labels.NewRequirement(batchv1.JobNameLabel, selection.In, values)
+	if err != nil {
+		return all // a name that is no label value; runningPredecessors matches the names
+	}
+	return all + "," + byName.String()
 }

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
@@ -157,6 +158,72 @@ func TestStrayOldPodDeleted(t *testing.T) {
 	fx.sync("js")
 	if got := fx.jobNames(); !reflect.DeepEqual(got, allJobs) {
 		t.Fatalf("jobs = %v", got)
+	}
+}
+
+// The wait for old pods lists only the pods of the Jobs still to create,
+// so that the new attempt's running pods stay out of the answer; names too
+// many for a short URL select the JobSet's pods, matched by name here.
+func TestPredecessorListNamesTheJobs(t *testing.T) {
+	js := newJobSet("js")
+	fx := newFixture(t, js)
+	running := func(name, jobSet, job string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), DeletionTimestamp: &metav1.Time{Time: t0},
+				Labels: map[string]string{jobset.JobSetNameKey: jobSet, batchv1.JobNameLabel: job}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	old := running("js-workers-1-old", "js", "js-workers-1")
+	current := running("js-workers-0-new", "js", "js-workers-0")
+	other := running("other-workers-1-x", "other", "js-workers-1")
+	for _, p := range []*corev1.Pod{old, current, other} {
+		if _, err := fx.kube.CoreV1().Pods(ns).Create(fx.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := strings.Repeat("x", 64) // no label value
+	many := map[string]bool{"js-workers-1": true}
+	for i := 0; len(many) < 200; i++ {
+		many[fmt.Sprintf("js-a-replicated-job-with-a-long-name-%d", i)] = true
+	}
+	for _, tc := range []struct {
+		name    string
+		names   map[string]bool
+		listsIn []string // the pods the list may return
+	}{
+		{"the names", map[string]bool{"js-workers-1": true}, []string{old.Name}},
+		{"too many names", many, []string{old.Name, current.Name}},
+		{"a name that is no label value", map[string]bool{"js-workers-1": true, long: true}, []string{old.Name, current.Name}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx.kube.ClearActions()
+			blocked, err := fx.c.runningPredecessors(fx.ctx, js, tc.names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(blocked, map[string]bool{"js-workers-1": true}) {
+				t.Errorf("blocked = %v, want js-workers-1 only", blocked)
+			}
+			var sel labels.Selector
+			for _, a := range fx.kube.Actions() {
+				if l, ok := a.(k8stesting.ListActionImpl); ok && l.GetResource().Resource == "pods" {
+					sel = l.GetListRestrictions().Labels
+				}
+			}
+			if sel == nil {
+				t.Fatal("no list of pods")
+			}
+			var listed []string
+			for _, p := range []*corev1.Pod{old, current, other} {
+				if sel.Matches(labels.Set(p.Labels)) {
+					listed = append(listed, p.Name)
+				}
+			}
+			if !reflect.DeepEqual(listed, tc.listsIn) {
+				t.Errorf("selector %q selects %v, want %v", sel, listed, tc.listsIn)
+			}
+		})
 	}
 }
 
