@@ -121,6 +121,7 @@ type Controller struct {
 	inplace     *inPlaceTracker
 	failedPods  *failedPodTracker
 	pacer       *statusPacer
+	built       *builtJobs
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -152,6 +153,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	}
 	c.exp = newExpectations(c.clock)
 	c.pacer = newStatusPacer(c.clock, opts.StatusCountersInterval)
+	c.built = newBuiltJobs()
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -463,17 +465,32 @@ func indexByJobSet(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-// ownedJobs lists the cached Jobs the JobSet controls, by name.
+// ownedJobs lists the cached Jobs the JobSet controls, by name. Of the
+// compact cache it builds, for a large JobSet, only the Jobs that changed
+// since its last sync (builtJobs).
 func (c *Controller) ownedJobs(js *jobset.JobSet) (map[string]*batchv1.Job, error) {
-	list, err := c.jobs.ByIndex(byJobSet, js.Namespace+"/"+js.Name)
+	key := js.Namespace + "/" + js.Name
+	list, err := c.jobs.ByIndex(byJobSet, key)
 	if err != nil {
 		return nil, err
 	}
+	var last, next *jobsBuilt
+	if len(list) >= c.built.minJobs {
+		last = c.built.last(key)
+		next = &jobsBuilt{byName: make(map[string]builtJob, len(list))}
+	}
 	out := make(map[string]*batchv1.Job, len(list))
 	for _, o := range list {
-		if j, ok := jobcache.Of(o); ok && isOwnedBy(j.OwnerReferences, js) {
+		if j, ok := o.(*jobcache.Job); ok {
+			if isOwnedBy(j.GetOwnerReferences(), js) {
+				out[j.GetName()] = next.job(last, j)
+			}
+		} else if j, ok := jobcache.Of(o); ok && isOwnedBy(j.OwnerReferences, js) {
 			out[j.Name] = j
 		}
+	}
+	if next != nil && len(next.byName) > 0 {
+		c.built.keep(key, next)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -99,6 +100,8 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 		t.Fatal(err)
 	}
 	fx.c = c
+	// Every JobSet's sync keeps what it built, and checkBuiltJobs checks it.
+	c.built.minJobs, c.built.pinned = 0, map[string]*jobsBuilt{}
 	return fx
 }
 
@@ -185,7 +188,23 @@ func (fx *fixture) sync(name string) time.Duration {
 	if err != nil {
 		fx.t.Fatalf("sync %s: %v", name, err)
 	}
+	fx.checkBuiltJobs(name)
 	return d
+}
+
+// checkBuiltJobs fails when the sync changed a Job it read: the Jobs
+// built from the cache are shared with the syncs after it (builtJobs).
+func (fx *fixture) checkBuiltJobs(name string) {
+	fx.t.Helper()
+	jb := fx.c.built.pinned[ns+"/"+name]
+	if jb == nil {
+		return
+	}
+	for n, b := range jb.byName {
+		if want := b.from.Job(); !apiequality.Semantic.DeepEqual(b.job, want) {
+			fx.t.Fatalf("the sync of %s changed the Job %s it read from the cache:\n%+v\nwas\n%+v", name, n, b.job, want)
+		}
+	}
 }
 
 func (fx *fixture) jobSet(name string) *jobset.JobSet {

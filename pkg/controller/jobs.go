@@ -21,7 +21,9 @@ const jobSetKind = "JobSet"
 
 // jobName is the name of the child Job with index jobIdx of a replicatedJob.
 func jobName(jsName, rjName string, jobIdx int) string {
-	return fmt.Sprintf("%s-%s-%d", jsName, rjName, jobIdx)
+	// Not fmt.Sprintf: every sync names each Job it wants, and Sprintf's
+	// allocations were most of a sync's once the Jobs existed.
+	return jsName + "-" + rjName + "-" + strconv.Itoa(jobIdx)
 }
 
 // jobHashKey identifies a Job across namespaces: the SHA-1 hex digest of

@@ -524,16 +524,18 @@ func (c *Controller) patchElastic(ctx context.Context, js *jobset.JobSet, active
 		if rj == nil {
 			continue
 		}
-		spec := map[string]any{}
 		want := ptr.Deref(rj.Template.Spec.Parallelism, 1)
-		if ptr.Deref(job.Spec.Parallelism, 1) != want {
+		resize := ptr.Deref(job.Spec.Parallelism, 1) != want
+		recount := rj.Template.Spec.Completions != nil && job.Spec.Completions != nil && *rj.Template.Spec.Completions != *job.Spec.Completions
+		if !resize && !recount {
+			continue
+		}
+		spec := map[string]any{}
+		if resize {
 			spec["parallelism"] = want
 		}
-		if rj.Template.Spec.Completions != nil && job.Spec.Completions != nil && *rj.Template.Spec.Completions != *job.Spec.Completions {
+		if recount {
 			spec["completions"] = *rj.Template.Spec.Completions
-		}
-		if len(spec) == 0 {
-			continue
 		}
 		if err := c.patchJob(ctx, job, map[string]any{"spec": spec}); err != nil {
 			errs = append(errs, wrapf(err, "resizing Job %s", job.Name))
