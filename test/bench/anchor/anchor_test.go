@@ -119,6 +119,9 @@ func BenchmarkLargeJobSet(b *testing.B) {
 	if only != "" && only != ours.name && only != upstrm.name && only != plain.name {
 		b.Fatalf("BENCH_LARGE_ONLY: %q is none of ours, upstream, plain", only)
 	}
+	if only == "" || only == upstrm.name {
+		requireUpstream(b)
+	}
 	for k, s := range shapes(b) {
 		b.Run(s.String(), func(b *testing.B) {
 			got := map[string][]figures{}

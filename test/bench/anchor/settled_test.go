@@ -72,6 +72,9 @@ func BenchmarkSettledJobSets(b *testing.B) {
 	if only != "" && only != "ours" && only != "upstream" {
 		b.Fatalf("BENCH_SETTLED_ONLY: %q is neither ours nor upstream", only)
 	}
+	if only != "ours" {
+		requireUpstream(b)
+	}
 	got := map[string][]settled{}
 	for i := 0; i < b.N*pairs; i++ {
 		order := []string{"ours", "upstream"}

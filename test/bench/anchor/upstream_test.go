@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -37,6 +38,16 @@ const (
 
 func upstreamBinary() string {
 	return filepath.Join(localcluster.RepoRoot(), "_output", "bin", "jobset-upstream-manager")
+}
+
+// requireUpstream stops the benchmark before any cluster comes up when
+// upstream's side is to run and its manager has not been built: found
+// missing only at that side's turn, it would cost the sides before it.
+func requireUpstream(b *testing.B) {
+	b.Helper()
+	if _, err := os.Stat(upstreamBinary()); err != nil {
+		b.Fatalf("%s is missing: run make upstream-jobset (or leave upstream out with BENCH_LARGE_ONLY / BENCH_SETTLED_ONLY)", upstreamBinary())
+	}
 }
 
 // upstreamModuleDir is where the Go module cache holds the sigs.k8s.io/jobset
