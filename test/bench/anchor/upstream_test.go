@@ -40,13 +40,21 @@ func upstreamBinary() string {
 	return filepath.Join(localcluster.RepoRoot(), "_output", "bin", "jobset-upstream-manager")
 }
 
+// upstreamBuilt says how to build upstream's manager when it is missing.
+func upstreamBuilt() error {
+	if _, err := os.Stat(upstreamBinary()); err != nil {
+		return fmt.Errorf("%s is missing: run make upstream-jobset (or leave upstream out with BENCH_LARGE_ONLY / BENCH_SETTLED_ONLY)", upstreamBinary())
+	}
+	return nil
+}
+
 // requireUpstream stops the benchmark before any cluster comes up when
 // upstream's side is to run and its manager has not been built: found
 // missing only at that side's turn, it would cost the sides before it.
 func requireUpstream(b *testing.B) {
 	b.Helper()
-	if _, err := os.Stat(upstreamBinary()); err != nil {
-		b.Fatalf("%s is missing: run make upstream-jobset (or leave upstream out with BENCH_LARGE_ONLY / BENCH_SETTLED_ONLY)", upstreamBinary())
+	if err := upstreamBuilt(); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -72,8 +80,8 @@ type upstream struct {
 // startUpstream installs upstream JobSet on c and starts its manager; it
 // returns once JobSets are admitted through its webhooks.
 func startUpstream(c *localcluster.Cluster, portBase int) (*upstream, error) {
-	if _, err := os.Stat(upstreamBinary()); err != nil {
-		return nil, fmt.Errorf("%s is missing: run make upstream-jobset", upstreamBinary())
+	if err := upstreamBuilt(); err != nil {
+		return nil, err
 	}
 	mod, err := upstreamModuleDir()
 	if err != nil {
