@@ -18,10 +18,12 @@
 // nodes of BENCH_NODE_PODS (default 200) pods each; kube-controller-manager
 // and kube-scheduler get BENCH_KCM_ARGS and BENCH_SCHEDULER_ARGS (default:
 // a client rate limit of 500 QPS, burst 1000, so that the Job controller's
-// pod creations do not hide the differences). BENCH_LARGE_ONLY=ours (or
-// upstream, or plain) runs that side alone, for trying a change out; it
-// reports no ratios. Every side logs the CPU time of each process that
-// serves it, per phase (cpu_test.go).
+// pod creations do not hide the differences). BENCH_LARGE_ONLY names the
+// sides to run, comma-separated (ours, upstream, plain): one side alone is
+// for trying a change out and reports no ratios; two report the ratios
+// between them (ours,plain alternates those two, and a 5,000-node op then
+// takes two clusters' time, not three). Every side logs the CPU time of
+// each process that serves it, per phase (cpu_test.go).
 package anchor
 
 import (
@@ -115,11 +117,11 @@ var (
 // cluster; the order of the sides alternates from one shape (and op) to
 // the next.
 func BenchmarkLargeJobSet(b *testing.B) {
-	only := localcluster.EnvOr("BENCH_LARGE_ONLY", "")
-	if only != "" && only != ours.name && only != upstrm.name && only != plain.name {
-		b.Fatalf("BENCH_LARGE_ONLY: %q is none of ours, upstream, plain", only)
+	run, err := sidesToRun(localcluster.EnvOr("BENCH_LARGE_ONLY", ""))
+	if err != nil {
+		b.Fatal(err)
 	}
-	if only == "" || only == upstrm.name {
+	if run[upstrm.name] {
 		requireUpstream(b)
 	}
 	for k, s := range shapes(b) {
@@ -131,7 +133,7 @@ func BenchmarkLargeJobSet(b *testing.B) {
 					order = []side{plain, upstrm, ours}
 				}
 				for _, sd := range order {
-					if only != "" && sd.name != only {
+					if !run[sd.name] {
 						continue
 					}
 					f := onFreshCluster(b, sd, s)
@@ -143,8 +145,8 @@ func BenchmarkLargeJobSet(b *testing.B) {
 					got[sd.name] = append(got[sd.name], f)
 				}
 			}
-			if only != "" {
-				b.Logf("BENCH_LARGE_ONLY=%s: no ratios", only)
+			if len(run) == 1 {
+				b.Logf("one side (BENCH_LARGE_ONLY): no ratios")
 				return
 			}
 			report(b, got)
@@ -152,6 +154,28 @@ func BenchmarkLargeJobSet(b *testing.B) {
 	}
 }
 
+// sidesToRun reads BENCH_LARGE_ONLY: every side when empty, else the
+// comma-separated sides it names.
+func sidesToRun(spec string) (map[string]bool, error) {
+	run := map[string]bool{}
+	if spec == "" {
+		for _, sd := range allSides {
+			run[sd.name] = true
+		}
+		return run, nil
+	}
+	for _, name := range strings.Split(spec, ",") {
+		name = strings.TrimSpace(name)
+		if name != ours.name && name != upstrm.name && name != plain.name {
+			return nil, fmt.Errorf("BENCH_LARGE_ONLY: %q is none of ours, upstream, plain", name)
+		}
+		run[name] = true
+	}
+	return run, nil
+}
+
+// report gives each side's mean figures and the ratios of ours to each
+// other side that ran.
 func report(b *testing.B, got map[string][]figures) {
 	mean := func(name string, pick func(figures) float64) float64 {
 		sum := 0.0
@@ -169,21 +193,30 @@ func report(b *testing.B, got map[string][]figures) {
 		{"restart-jobs", func(f figures) float64 { return f.restartJobs.Seconds() }},
 		{"restart-pods", func(f figures) float64 { return f.restartPods.Seconds() }},
 	}
-	for _, m := range metrics {
-		o, u, p := mean("ours", m.pick), mean("upstream", m.pick), mean("plain", m.pick)
-		b.ReportMetric(o, m.unit+"-ours-s")
-		b.ReportMetric(u, m.unit+"-upstream-s")
-		b.ReportMetric(p, m.unit+"-plain-s")
-		b.ReportMetric(o/u, m.unit+"-ours/upstream")
-		b.ReportMetric(o/p, m.unit+"-ours/plain")
+	var names []string
+	for _, sd := range allSides {
+		if len(got[sd.name]) > 0 {
+			names = append(names, sd.name)
+		}
 	}
-	for _, name := range []string{"ours", "upstream", "plain"} {
+	for _, m := range metrics {
+		for _, name := range names {
+			b.ReportMetric(mean(name, m.pick), m.unit+"-"+name+"-s")
+			if name != ours.name && len(got[ours.name]) > 0 {
+				b.ReportMetric(mean(ours.name, m.pick)/mean(name, m.pick), m.unit+"-ours/"+name)
+			}
+		}
+	}
+	for _, name := range names {
 		// CPU time of the whole machine's work in each phase.
 		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuJobs.total() }), "cpu-jobs-"+name+"-s")
 		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuPods.total() }), "cpu-pods-"+name+"-s")
 		b.ReportMetric(mean(name, func(f figures) float64 { return f.cpuNext.total() }), "cpu-next-"+name+"-s")
 	}
-	for _, name := range []string{"ours", "upstream"} {
+	for _, name := range names {
+		if name == plain.name {
+			continue
+		}
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusWrites) }), "status-writes-"+name)
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.statusMax) }), "status-max-B-"+name)
 		b.ReportMetric(mean(name, func(f figures) float64 { return float64(f.jobEvents) }), "job-events-"+name)
