@@ -157,16 +157,17 @@ func BenchmarkLargeJobSet(b *testing.B) {
 // sidesToRun reads BENCH_LARGE_ONLY: every side when empty, else the
 // comma-separated sides it names.
 func sidesToRun(spec string) (map[string]bool, error) {
-	run := map[string]bool{}
-	if spec == "" {
-		for _, sd := range allSides {
-			run[sd.name] = true
-		}
-		return run, nil
+	known := map[string]bool{}
+	for _, sd := range allSides {
+		known[sd.name] = true
 	}
+	if spec == "" {
+		return known, nil
+	}
+	run := map[string]bool{}
 	for _, name := range strings.Split(spec, ",") {
 		name = strings.TrimSpace(name)
-		if name != ours.name && name != upstrm.name && name != plain.name {
+		if !known[name] {
 			return nil, fmt.Errorf("BENCH_LARGE_ONLY: %q is none of ours, upstream, plain", name)
 		}
 		run[name] = true
