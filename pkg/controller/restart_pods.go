@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
 )
@@ -57,13 +59,15 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 	return min(d, maxOldPodRetry)
 }
 
-// runningPredecessors returns which of the Job names (none of which exists
-// in the cache) still have a running pod: necessarily a pod of an earlier
-// Job of that name. Such pods that nobody deleted yet (a pod the Job
-// controller created while its Job was being deleted) are deleted here.
-func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet, names map[string]bool) (map[string]bool, error) {
+// runningPredecessors returns which of the Jobs to create (by name; none of
+// them is in the cache) still have a running pod: necessarily a pod of an
+// earlier Job of that name, or of a Job of this attempt that the cache does
+// not show yet. Pods of earlier Jobs that nobody deleted yet (a pod the Job
+// controller created while its Job was being deleted) are deleted here;
+// pods of this attempt are left alone and only hold their name back.
+func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet, want map[string]*batchv1.Job) (map[string]bool, error) {
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: predecessorSelector(js, names),
+		LabelSelector: predecessorSelector(js, want),
 		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
 	})
 	if err != nil {
@@ -71,16 +75,25 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 	}
 	blocked := map[string]bool{}
 	var stray []*corev1.Pod
+	current := 0
 	for i := range list.Items {
 		p := &list.Items[i]
 		name := p.Labels[batchv1.JobNameLabel]
-		if !names[name] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		job, ok := want[name]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		blocked[name] = true
+		if !ofEarlierJob(p, job) {
+			current++
+			continue
+		}
 		if p.DeletionTimestamp == nil {
 			stray = append(stray, p)
 		}
+	}
+	if current > 0 {
+		klog.FromContext(ctx).V(2).Info("Pods of Jobs of this attempt that the cache does not show yet", "pods", current)
 	}
 	var mu sync.Mutex
 	var errs []error
@@ -92,6 +105,41 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 		}
 	})
 	return blocked, errors.Join(errs...)
+}
+
+// ofEarlierJob reports whether a pod named after job (batch.kubernetes.io/
+// job-name) was made for an earlier Job of that name, by the attempt labels
+// that every child Job passes to its pods: its restart-attempt is below the
+// Job's, or equal with a lower job-restart-attempt (a per-Job restart). A
+// pod of the Job's own attempt belongs to a Job already created whose event
+// has not reached the cache; deleting it would fail that Job, and with it
+// the attempt. A pod without a restart-attempt label counts as earlier;
+// one without a job-restart-attempt label as of its restart-attempt's
+// first Job (JobSets created by a controller that did not set it).
+func ofEarlierJob(p *corev1.Pod, job *batchv1.Job) bool {
+	podAttempt, ok := podLabelInt(p, jobset.RestartsKey)
+	jobAttempt, jobOK := labelInt(job, jobset.RestartsKey)
+	if !ok || !jobOK {
+		return true
+	}
+	if podAttempt != jobAttempt {
+		return podAttempt < jobAttempt
+	}
+	podRestarts, _ := podLabelInt(p, jobset.JobRestartsKey)
+	jobRestarts, _ := labelInt(job, jobset.JobRestartsKey)
+	return podRestarts < jobRestarts
+}
+
+func podLabelInt(p *corev1.Pod, key string) (int32, bool) {
+	v, ok := p.Labels[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
 }
 
 // maxNamesInSelector bounds the size of the Job names that
@@ -106,7 +154,7 @@ const maxNamesInSelector = 4 << 10
 // the new attempt runs most of the JobSet's pods are its own: naming the
 // Jobs keeps them out of the answer. kube-apiserver has put the Job's name
 // in batch.kubernetes.io/job-name on its pods since Kubernetes 1.27.
-func predecessorSelector(js *jobset.JobSet, names map[string]bool) string {
+func predecessorSelector[V any](js *jobset.JobSet, names map[string]V) string {
 	all := podsOfJobSet(js)
 	size := 0
 	values := make([]string, 0, len(names))

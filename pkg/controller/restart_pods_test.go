@@ -161,6 +161,83 @@ func TestStrayOldPodDeleted(t *testing.T) {
 	}
 }
 
+// A Job of the new attempt that was created but is not in the cache yet
+// (its event still on the way on a busy cluster) has pods of the new
+// attempt. The wait for old pods must not take them for strays of the old
+// one: deleting them fails that Job, and a failed Job restarts the JobSet
+// again. They hold the name back until the cache shows the Job.
+func TestCurrentAttemptPodsNotTakenForStrays(t *testing.T) {
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
+	})
+	fx := newFixture(t, js)
+	fx.sync("js")
+	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js") // decide the restart and delete the old attempt
+	if n := len(fx.jobs()); n != 0 {
+		t.Fatalf("old Jobs left: %v", fx.jobNames())
+	}
+	pod := func(name, attempt, jobAttempt string) *corev1.Pod {
+		l := map[string]string{jobset.JobSetNameKey: "js", batchv1.JobNameLabel: "js-leader-0", jobset.RestartsKey: attempt}
+		if jobAttempt != "" {
+			l[jobset.JobRestartsKey] = jobAttempt
+		}
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), Labels: l},
+			Status:     corev1.PodStatus{Phase: corev1.PodPending},
+		}
+	}
+	// js-leader-0 of attempt 1 exists in the API; its pods are pending.
+	// Attempt 1 without a job-restart-attempt label counts as attempt 1's
+	// first Job too.
+	current := []*corev1.Pod{pod("js-leader-0-new", "1", "0"), pod("js-leader-0-unlabelled", "1", "")}
+	for _, p := range current {
+		if _, err := fx.kube.CoreV1().Pods(ns).Create(fx.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx.kube.ClearActions()
+	if d := fx.sync("js"); d <= 0 {
+		t.Errorf("no retry while js-leader-0 is held back (requeue %v)", d)
+	}
+	for _, a := range fx.kube.Actions() {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok && d.GetResource().Resource == "pods" {
+			t.Errorf("pod %s of the current attempt deleted", d.GetName())
+		}
+	}
+	for _, p := range current {
+		if _, err := fx.kube.CoreV1().Pods(ns).Get(fx.ctx, p.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("pod %s: %v", p.Name, err)
+		}
+	}
+	if got := fx.jobNames(); !reflect.DeepEqual(got, []string{"js-workers-0", "js-workers-1"}) {
+		t.Fatalf("jobs = %v, want js-leader-0 held back", got)
+	}
+}
+
+// Which pods of a Job's name are an earlier Job's, by the attempt labels.
+func TestOfEarlierJob(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "1"}}}
+	for _, tc := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{map[string]string{jobset.RestartsKey: "1", jobset.JobRestartsKey: "5"}, true},
+		{map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "0"}, true},
+		{map[string]string{jobset.RestartsKey: "2"}, true},
+		{map[string]string{}, true},
+		{map[string]string{jobset.RestartsKey: "x"}, true},
+		{map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "1"}, false},
+		{map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "2"}, false},
+		{map[string]string{jobset.RestartsKey: "3", jobset.JobRestartsKey: "0"}, false},
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
+		if got := ofEarlierJob(p, job); got != tc.want {
+			t.Errorf("pod labelled %v: ofEarlierJob = %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+}
+
 // The wait for old pods lists only the pods of the Jobs still to create,
 // so that the new attempt's running pods stay out of the answer; names too
 // many for a short URL select the JobSet's pods, matched by name here.
@@ -198,7 +275,11 @@ func TestPredecessorListNamesTheJobs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx.kube.ClearActions()
-			blocked, err := fx.c.runningPredecessors(fx.ctx, js, tc.names)
+			want := map[string]*batchv1.Job{}
+			for n := range tc.names {
+				want[n] = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{jobset.RestartsKey: "1"}}}
+			}
+			blocked, err := fx.c.runningPredecessors(fx.ctx, js, want)
 			if err != nil {
 				t.Fatal(err)
 			}

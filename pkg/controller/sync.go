@@ -337,13 +337,13 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 }
 
 // withoutRunningPredecessors drops from want the Jobs whose names still
-// have a running pod of an earlier attempt, and tells whether it did.
+// have a running pod (runningPredecessors), and tells whether it did.
 func (c *Controller) withoutRunningPredecessors(ctx context.Context, js *jobset.JobSet, want []*batchv1.Job) ([]*batchv1.Job, bool, error) {
-	names := make(map[string]bool, len(want))
+	byName := make(map[string]*batchv1.Job, len(want))
 	for _, j := range want {
-		names[j.Name] = true
+		byName[j.Name] = j
 	}
-	blocked, err := c.runningPredecessors(ctx, js, names)
+	blocked, err := c.runningPredecessors(ctx, js, byName)
 	if err != nil {
 		return nil, false, err
 	}
