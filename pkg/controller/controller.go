@@ -37,6 +37,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -122,6 +123,7 @@ type Controller struct {
 	failedPods  *failedPodTracker
 	pacer       *statusPacer
 	built       *builtJobs
+	waits       *predecessorWaits
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -154,6 +156,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	c.exp = newExpectations(c.clock)
 	c.pacer = newStatusPacer(c.clock, opts.StatusCountersInterval)
 	c.built = newBuiltJobs()
+	c.waits = newPredecessorWaits()
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -249,7 +252,10 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.synced = append(c.synced, tSynced)
 	}
 	if f.FailedPods != nil {
-		t, tSynced, err := newFailedPodTracker(f.FailedPods, c.queue.Add)
+		t, tSynced, err := newFailedPodTracker(f.FailedPods, func(key string, uid types.UID) {
+			c.waits.podFailed(key, uid)
+			c.queue.Add(key)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -275,6 +281,7 @@ func (c *Controller) jobSetDeleted(obj interface{}) {
 	}
 	c.exp.forget(key)
 	c.pacer.forget(key)
+	c.waits.forget(key)
 	c.queue.Forget(key)
 }
 
@@ -424,6 +431,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
 		c.pacer.forget(key)
+		c.waits.forget(key)
 		return 0, nil
 	}
 	if err != nil {

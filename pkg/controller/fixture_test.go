@@ -164,6 +164,8 @@ func (fx *fixture) refresh() {
 				fx.t.Fatal(err)
 			}
 			items = append(items, trimmed)
+			p := &podl.Items[i] // as the informer's handler does
+			fx.c.waits.podFailed(p.Namespace+"/"+p.Labels[jobset.JobSetNameKey], p.UID)
 		}
 	}
 	replace(fx.f.FailedPods.Core().V1().Pods().Informer(), items)

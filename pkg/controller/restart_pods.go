@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -65,7 +66,18 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 // not show yet. Pods of earlier Jobs that nobody deleted yet (a pod the Job
 // controller created while its Job was being deleted) are deleted here;
 // pods of this attempt are left alone and only hold their name back.
-func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet, want map[string]*batchv1.Job) (map[string]bool, error) {
+// Between lists the last one's answer stands while the failed-pod events
+// show no name cleared (predecessor_wait.go).
+func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want map[string]*batchv1.Job) (map[string]bool, error) {
+	names := make(map[string]bool, len(want))
+	for n := range want {
+		names[n] = true
+	}
+	attempt := floorOf(&js.Status)
+	now := c.clock.Now()
+	if _, ok := c.waits.blocked(key, attempt, now, names); ok {
+		return names, nil
+	}
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: predecessorSelector(js, want),
 		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
@@ -74,6 +86,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 		return nil, wrapf(err, "listing the pods of earlier attempts")
 	}
 	blocked := map[string]bool{}
+	running := map[types.UID]string{}
 	var stray []*corev1.Pod
 	current := 0
 	for i := range list.Items {
@@ -84,6 +97,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 			continue
 		}
 		blocked[name] = true
+		running[p.UID] = name
 		if !ofEarlierJob(p, job) {
 			current++
 			continue
@@ -91,6 +105,13 @@ func (c *Controller) runningPredecessors(ctx context.Context, js *jobset.JobSet,
 		if p.DeletionTimestamp == nil {
 			stray = append(stray, p)
 		}
+	}
+	if len(blocked) > 0 && len(stray) == 0 && c.failedPods != nil {
+		// Its events strike the pods off. A stray deleted here may go
+		// without failing first: the next sync looks again.
+		c.waits.record(key, attempt, now, names, running)
+	} else {
+		c.waits.forget(key)
 	}
 	if current > 0 {
 		klog.FromContext(ctx).V(2).Info("Pods of Jobs of this attempt that the cache does not show yet", "pods", current)

@@ -279,7 +279,7 @@ func TestPredecessorListNamesTheJobs(t *testing.T) {
 			for n := range tc.names {
 				want[n] = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{jobset.RestartsKey: "1"}}}
 			}
-			blocked, err := fx.c.runningPredecessors(fx.ctx, js, want)
+			blocked, err := fx.c.runningPredecessors(fx.ctx, ns+"/js", js, want)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -380,5 +380,74 @@ func TestJobsDeletedWhenPodListFails(t *testing.T) {
 	}
 	if left := fx.jobNames(); len(left) != 0 {
 		t.Errorf("Jobs left: %v", left)
+	}
+}
+
+// While a restart waits for old pods, a sync lists them again only when
+// the failed-pod events have cleared some name of every pod the last list
+// found running, or once predecessorRelist has passed; other syncs keep
+// the last answer. A Job is created only after a list shows its name
+// clear.
+func TestPredecessorWaitListsWhenANameClears(t *testing.T) {
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
+	})
+	fx := newFixture(t, js)
+	fx.sync("js")
+	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js") // decide the restart and delete the old attempt
+	oldPod := func(name, job string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), DeletionTimestamp: &metav1.Time{Time: t0},
+				Labels: map[string]string{jobset.JobSetNameKey: "js", batchv1.JobNameLabel: job, jobset.RestartsKey: "0"}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+		if _, err := fx.kube.CoreV1().Pods(ns).Create(fx.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, b := oldPod("js-workers-1-a", "js-workers-1"), oldPod("js-workers-1-b", "js-workers-1")
+	c := oldPod("js-leader-0-c", "js-leader-0")
+	fail := func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		if _, err := fx.kube.CoreV1().Pods(ns).Update(fx.ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists := func() int {
+		n := 0
+		for _, act := range fx.kube.Actions() {
+			if l, ok := act.(k8stesting.ListActionImpl); ok && l.GetResource().Resource == "pods" && l.GetListRestrictions().Fields.String() != "" {
+				n++
+			}
+		}
+		fx.kube.ClearActions()
+		return n
+	}
+	step := func(what string, wantLists int, wantJobs []string) {
+		t.Helper()
+		fx.kube.ClearActions()
+		fx.sync("js")
+		if n := lists(); n != wantLists {
+			t.Errorf("%s: %d lists of old pods, want %d", what, n, wantLists)
+		}
+		if got := fx.jobNames(); !reflect.DeepEqual(got, wantJobs) {
+			t.Fatalf("%s: jobs = %v, want %v", what, got, wantJobs)
+		}
+	}
+	step("the first look", 1, []string{"js-workers-0"})
+	step("nothing changed", 0, []string{"js-workers-0"})
+	fail(a)
+	step("one of two pods of js-workers-1 failed", 0, []string{"js-workers-0"})
+	fail(c)
+	step("js-leader-0's only pod failed", 1, []string{"js-leader-0", "js-workers-0"})
+	step("nothing changed again", 0, []string{"js-leader-0", "js-workers-0"})
+	fx.clock.Step(predecessorRelist)
+	step("the last list is too old", 1, []string{"js-leader-0", "js-workers-0"})
+	fail(b)
+	step("js-workers-1's last pod failed", 1, allJobs)
+	if n := len(fx.c.waits.byKey); n != 0 {
+		t.Errorf("%d waits kept after the last Job was created", n)
 	}
 }

@@ -286,7 +286,7 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		// Earlier Jobs of these names may have left running pods.
 		var held bool
 		var err error
-		if want, held, err = c.withoutRunningPredecessors(ctx, js, want); err != nil {
+		if want, held, err = c.withoutRunningPredecessors(ctx, key, js, want); err != nil {
 			return 0, err
 		}
 		if held {
@@ -338,12 +338,12 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 
 // withoutRunningPredecessors drops from want the Jobs whose names still
 // have a running pod (runningPredecessors), and tells whether it did.
-func (c *Controller) withoutRunningPredecessors(ctx context.Context, js *jobset.JobSet, want []*batchv1.Job) ([]*batchv1.Job, bool, error) {
+func (c *Controller) withoutRunningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want []*batchv1.Job) ([]*batchv1.Job, bool, error) {
 	byName := make(map[string]*batchv1.Job, len(want))
 	for _, j := range want {
 		byName[j.Name] = j
 	}
-	blocked, err := c.runningPredecessors(ctx, js, byName)
+	blocked, err := c.runningPredecessors(ctx, key, js, byName)
 	if err != nil {
 		return nil, false, err
 	}
