@@ -269,7 +269,12 @@ func (c *childJobs) current() []*batchv1.Job {
 }
 
 func labelInt(job *batchv1.Job, key string) (int32, bool) {
-	v, ok := job.Labels[key]
+	return intLabel(job.Labels, key)
+}
+
+// intLabel reads a label holding an int32.
+func intLabel(labels map[string]string, key string) (int32, bool) {
+	v, ok := labels[key]
 	if !ok {
 		return 0, false
 	}

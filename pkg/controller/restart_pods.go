@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -138,7 +137,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 // one without a job-restart-attempt label as of its restart-attempt's
 // first Job (JobSets created by a controller that did not set it).
 func ofEarlierJob(p *corev1.Pod, job *batchv1.Job) bool {
-	podAttempt, ok := podLabelInt(p, jobset.RestartsKey)
+	podAttempt, ok := intLabel(p.Labels, jobset.RestartsKey)
 	jobAttempt, jobOK := labelInt(job, jobset.RestartsKey)
 	if !ok || !jobOK {
 		return true
@@ -146,21 +145,9 @@ func ofEarlierJob(p *corev1.Pod, job *batchv1.Job) bool {
 	if podAttempt != jobAttempt {
 		return podAttempt < jobAttempt
 	}
-	podRestarts, _ := podLabelInt(p, jobset.JobRestartsKey)
+	podRestarts, _ := intLabel(p.Labels, jobset.JobRestartsKey)
 	jobRestarts, _ := labelInt(job, jobset.JobRestartsKey)
 	return podRestarts < jobRestarts
-}
-
-func podLabelInt(p *corev1.Pod, key string) (int32, bool) {
-	v, ok := p.Labels[key]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v, 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return int32(n), true
 }
 
 // maxNamesInSelector bounds the size of the Job names that

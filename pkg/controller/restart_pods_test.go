@@ -133,13 +133,7 @@ func TestRestartWaitsForRunningOldPods(t *testing.T) {
 // A pod of an earlier Job that nobody deleted (created while its Job was
 // going away) is deleted before the Job of its name is created again.
 func TestStrayOldPodDeleted(t *testing.T) {
-	js := newJobSet("js", func(js *jobset.JobSet) {
-		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
-	})
-	fx := newFixture(t, js)
-	fx.sync("js")
-	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
-	fx.sync("js")
+	fx := restartedFixture(t)
 	stray := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "js-leader-0-late", Namespace: ns,
 			Labels: map[string]string{jobset.JobSetNameKey: "js", batchv1.JobNameLabel: "js-leader-0", jobset.RestartsKey: "0"}},
@@ -167,13 +161,7 @@ func TestStrayOldPodDeleted(t *testing.T) {
 // one: deleting them fails that Job, and a failed Job restarts the JobSet
 // again. They hold the name back until the cache shows the Job.
 func TestCurrentAttemptPodsNotTakenForStrays(t *testing.T) {
-	js := newJobSet("js", func(js *jobset.JobSet) {
-		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
-	})
-	fx := newFixture(t, js)
-	fx.sync("js")
-	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
-	fx.sync("js") // decide the restart and delete the old attempt
+	fx := restartedFixture(t)
 	if n := len(fx.jobs()); n != 0 {
 		t.Fatalf("old Jobs left: %v", fx.jobNames())
 	}
@@ -389,13 +377,7 @@ func TestJobsDeletedWhenPodListFails(t *testing.T) {
 // the last answer. A Job is created only after a list shows its name
 // clear.
 func TestPredecessorWaitListsWhenANameClears(t *testing.T) {
-	js := newJobSet("js", func(js *jobset.JobSet) {
-		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
-	})
-	fx := newFixture(t, js)
-	fx.sync("js")
-	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
-	fx.sync("js") // decide the restart and delete the old attempt
+	fx := restartedFixture(t)
 	oldPod := func(name, job string) *corev1.Pod {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name), DeletionTimestamp: &metav1.Time{Time: t0},
@@ -450,4 +432,18 @@ func TestPredecessorWaitListsWhenANameClears(t *testing.T) {
 	if n := len(fx.c.waits.byKey); n != 0 {
 		t.Errorf("%d waits kept after the last Job was created", n)
 	}
+}
+
+// restartedFixture is a JobSet of three Jobs that has just decided a
+// restart (js-workers-0 failed) and deleted its first attempt's Jobs.
+func restartedFixture(t *testing.T) *fixture {
+	t.Helper()
+	js := newJobSet("js", func(js *jobset.JobSet) {
+		js.Spec.FailurePolicy = &jobset.FailurePolicy{MaxRestarts: 3}
+	})
+	fx := newFixture(t, js)
+	fx.sync("js")
+	fx.setJob("js-workers-0", failJob("BackoffLimitExceeded", "x", t0))
+	fx.sync("js")
+	return fx
 }
