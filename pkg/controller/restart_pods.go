@@ -74,7 +74,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 	}
 	attempt := floorOf(&js.Status)
 	now := c.clock.Now()
-	if _, ok := c.waits.blocked(key, attempt, now, names); ok {
+	if c.waits.blocked(key, attempt, now, names) {
 		return names, nil
 	}
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
