@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -32,48 +33,56 @@ type predecessorWaits struct {
 type predecessorWait struct {
 	attempt statusFloor
 	listed  time.Time
-	// names the list covered; running: each running pod it found, by UID,
-	// with its Job name, until its failure is seen.
-	names   map[string]bool
+	// running: each running pod the list found, by UID, with its Job
+	// name, until its failure is seen; left: how many of them each name
+	// still has.
 	running map[types.UID]string
+	left    map[string]int
 }
 
 func newPredecessorWaits() *predecessorWaits {
 	return &predecessorWaits{byKey: map[string]*predecessorWait{}}
 }
 
-// record remembers a list made for attempt at the given time.
-func (w *predecessorWaits) record(key string, attempt statusFloor, at time.Time, names map[string]bool, running map[types.UID]string) {
+// record remembers a list made for attempt at the given time and the
+// running pods it found.
+func (w *predecessorWaits) record(key string, attempt statusFloor, at time.Time, running map[types.UID]string) {
+	left := map[string]int{}
+	for _, name := range running {
+		left[name]++
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.byKey[key] = &predecessorWait{attempt: attempt, listed: at, names: names, running: running}
+	w.byKey[key] = &predecessorWait{attempt: attempt, listed: at, running: running, left: left}
 }
 
 // podFailed strikes a pod off its JobSet's wait.
 func (w *predecessorWaits) podFailed(key string, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if wait := w.byKey[key]; wait != nil {
+	wait := w.byKey[key]
+	if wait == nil {
+		return
+	}
+	if name, ok := wait.running[uid]; ok {
 		delete(wait.running, uid)
+		wait.left[name]--
 	}
 }
 
-// blocked tells whether the last list's answer still holds every name
-// back: the same attempt, within predecessorRelist, every name covered and
-// each still with a running pod. When it does not, a list is due.
-func (w *predecessorWaits) blocked(key string, attempt statusFloor, now time.Time, names map[string]bool) bool {
+// blocked tells whether the last list's answer still holds every Job of
+// want back: the same attempt, within predecessorRelist, and each name with
+// a running pod the failed-pod events have not struck off (a name the list
+// did not cover has none). When it does not, a list is due.
+func (w *predecessorWaits) blocked(key string, attempt statusFloor, now time.Time, want map[string]*batchv1.Job) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wait := w.byKey[key]
 	if wait == nil || wait.attempt != attempt || !now.Before(wait.listed.Add(predecessorRelist)) {
 		return false
 	}
-	held := make(map[string]bool, len(names))
-	for _, name := range wait.running {
-		held[name] = true
-	}
-	for n := range names {
-		if !wait.names[n] || !held[n] {
+	for n := range want {
+		if wait.left[n] == 0 {
 			return false
 		}
 	}

@@ -68,14 +68,14 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 // Between lists the last one's answer stands while the failed-pod events
 // show no name cleared (predecessor_wait.go).
 func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want map[string]*batchv1.Job) (map[string]bool, error) {
-	names := make(map[string]bool, len(want))
-	for n := range want {
-		names[n] = true
-	}
 	attempt := floorOf(&js.Status)
 	now := c.clock.Now()
-	if c.waits.blocked(key, attempt, now, names) {
-		return names, nil
+	if c.waits.blocked(key, attempt, now, want) {
+		all := make(map[string]bool, len(want))
+		for n := range want {
+			all[n] = true
+		}
+		return all, nil
 	}
 	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: predecessorSelector(js, want),
@@ -108,7 +108,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 	if len(blocked) > 0 && len(stray) == 0 && c.failedPods != nil {
 		// Its events strike the pods off. A stray deleted here may go
 		// without failing first: the next sync looks again.
-		c.waits.record(key, attempt, now, names, running)
+		c.waits.record(key, attempt, now, running)
 	} else {
 		c.waits.forget(key)
 	}
@@ -162,7 +162,7 @@ const maxNamesInSelector = 4 << 10
 // the new attempt runs most of the JobSet's pods are its own: naming the
 // Jobs keeps them out of the answer. kube-apiserver has put the Job's name
 // in batch.kubernetes.io/job-name on its pods since Kubernetes 1.27.
-func predecessorSelector[V any](js *jobset.JobSet, names map[string]V) string {
+func predecessorSelector(js *jobset.JobSet, names map[string]*batchv1.Job) string {
 	all := podsOfJobSet(js)
 	size := 0
 	values := make([]string, 0, len(names))

@@ -404,7 +404,6 @@ func TestPredecessorWaitListsWhenANameClears(t *testing.T) {
 				n++
 			}
 		}
-		fx.kube.ClearActions()
 		return n
 	}
 	step := func(what string, wantLists int, wantJobs []string) {
