@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -233,6 +234,11 @@ func run(o *options) error {
 	if err != nil {
 		return err
 	}
+	// Pods are listed as metadata only (protobuf), at the same rate limit.
+	podMeta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	if err := checkAPI(ctx, jsClient, cfg.Host, o.apiWaitTimeout); err != nil {
 		return err
 	}
@@ -292,8 +298,8 @@ func run(o *options) error {
 		factories := controller.NewFactories(kube, jsClient, o.resync)
 		c, err := controller.New(kube, jsClient, factories, controller.Options{
 			Recorder: recorder, Parallelism: o.parallelism, PlacementTimeout: o.placementTimeout, PlacementClient: placementKube,
-			StatusCountersInterval: o.statusCountersInterval,
-			Metrics:                m.recorder, WorkqueueMetrics: m.workqueue,
+			StatusCountersInterval: o.statusCountersInterval, Metadata: podMeta,
+			Metrics: m.recorder, WorkqueueMetrics: m.workqueue,
 		})
 		if err != nil {
 			klog.ErrorS(err, "Building the controller")

@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -88,6 +89,9 @@ type Options struct {
 	// PlacementClient writes the pods (and domains) of exclusive-topology
 	// Jobs, with a rate limit of its own; nil uses the controller's client.
 	PlacementClient kubernetes.Interface
+	// Metadata lists pods as metadata (podmeta.go); nil lists full pods
+	// through the kube client.
+	Metadata metadata.Interface
 	// StatusCountersInterval spaces out the status writes of a JobSet that
 	// only change its replicatedJobsStatus counters (statusPacer); 0
 	// writes every change at once.
@@ -98,6 +102,7 @@ type Options struct {
 type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
+	listPods podLister
 
 	jobSets jobsetcache.Lister
 	// jobs and revs index the child Jobs and ControllerRevisions by their
@@ -136,6 +141,10 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		metrics:     opts.Metrics,
 		clock:       opts.Clock,
 		parallelism: opts.Parallelism,
+	}
+	c.listPods = typedPodLister(kube)
+	if opts.Metadata != nil {
+		c.listPods = metadataPodLister(opts.Metadata)
 	}
 	if c.recorder == nil {
 		c.recorder = &events.FakeRecorder{}

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -74,7 +73,7 @@ func (w *predecessorWaits) podFailed(key string, uid types.UID) {
 // want back: the same attempt, within predecessorRelist, and each name with
 // a running pod the failed-pod events have not struck off (a name the list
 // did not cover has none). When it does not, a list is due.
-func (w *predecessorWaits) blocked(key string, attempt statusFloor, now time.Time, want map[string]*batchv1.Job) bool {
+func (w *predecessorWaits) blocked(key string, attempt statusFloor, now time.Time, want map[string]jobAttempt) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wait := w.byKey[key]

@@ -59,6 +59,12 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 	return min(d, maxOldPodRetry)
 }
 
+// jobAttempt is the attempt of a Job to create, as its restart-attempt
+// and job-restart-attempt labels will say.
+type jobAttempt struct {
+	restarts, jobRestarts int32
+}
+
 // runningPredecessors returns which of the Jobs to create (by name; none of
 // them is in the cache) still have a running pod: necessarily a pod of an
 // earlier Job of that name, or of a Job of this attempt that the cache does
@@ -67,7 +73,7 @@ func oldPodRetry(js *jobset.JobSet, now time.Time) time.Duration {
 // pods of this attempt are left alone and only hold their name back.
 // Between lists the last one's answer stands while the failed-pod events
 // show no name cleared (predecessor_wait.go).
-func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want map[string]*batchv1.Job) (map[string]bool, error) {
+func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want map[string]jobAttempt) (map[string]bool, error) {
 	attempt := floorOf(&js.Status)
 	now := c.clock.Now()
 	if c.waits.blocked(key, attempt, now, want) {
@@ -77,7 +83,7 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 		}
 		return all, nil
 	}
-	list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, metav1.ListOptions{
+	list, err := c.listPods(ctx, js.Namespace, metav1.ListOptions{
 		LabelSelector: predecessorSelector(js, want),
 		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
 	})
@@ -86,18 +92,18 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 	}
 	blocked := map[string]bool{}
 	running := map[types.UID]string{}
-	var stray []*corev1.Pod
+	var stray []*metav1.PartialObjectMetadata
 	current := 0
 	for i := range list.Items {
 		p := &list.Items[i]
 		name := p.Labels[batchv1.JobNameLabel]
 		job, ok := want[name]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !ok {
 			continue
 		}
 		blocked[name] = true
 		running[p.UID] = name
-		if !ofEarlierJob(p, job) {
+		if !ofEarlierJob(p.Labels, job) {
 			current++
 			continue
 		}
@@ -127,27 +133,26 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 	return blocked, errors.Join(errs...)
 }
 
-// ofEarlierJob reports whether a pod named after job (batch.kubernetes.io/
-// job-name) was made for an earlier Job of that name, by the attempt labels
-// that every child Job passes to its pods: its restart-attempt is below the
-// Job's, or equal with a lower job-restart-attempt (a per-Job restart). A
-// pod of the Job's own attempt belongs to a Job already created whose event
-// has not reached the cache; deleting it would fail that Job, and with it
-// the attempt. A pod without a restart-attempt label counts as earlier;
-// one without a job-restart-attempt label as of its restart-attempt's
-// first Job (JobSets created by a controller that did not set it).
-func ofEarlierJob(p *corev1.Pod, job *batchv1.Job) bool {
-	podAttempt, ok := intLabel(p.Labels, jobset.RestartsKey)
-	jobAttempt, jobOK := labelInt(job, jobset.RestartsKey)
-	if !ok || !jobOK {
+// ofEarlierJob reports whether a pod (by its labels) named after a Job
+// (batch.kubernetes.io/job-name) was made for an earlier Job of that name
+// than job, by the attempt labels that every child Job passes to its pods:
+// its restart-attempt is below the Job's, or equal with a lower
+// job-restart-attempt (a per-Job restart). A pod of the Job's own attempt
+// belongs to a Job already created whose event has not reached the cache;
+// deleting it would fail that Job, and with it the attempt. A pod without a
+// restart-attempt label counts as earlier; one without a
+// job-restart-attempt label as of its restart-attempt's first Job (JobSets
+// created by a controller that did not set it).
+func ofEarlierJob(podLabels map[string]string, job jobAttempt) bool {
+	podAttempt, ok := intLabel(podLabels, jobset.RestartsKey)
+	if !ok {
 		return true
 	}
-	if podAttempt != jobAttempt {
-		return podAttempt < jobAttempt
+	if podAttempt != job.restarts {
+		return podAttempt < job.restarts
 	}
-	podRestarts, _ := intLabel(p.Labels, jobset.JobRestartsKey)
-	jobRestarts, _ := labelInt(job, jobset.JobRestartsKey)
-	return podRestarts < jobRestarts
+	podRestarts, _ := intLabel(podLabels, jobset.JobRestartsKey)
+	return podRestarts < job.jobRestarts
 }
 
 // maxNamesInSelector bounds the size of the Job names that
@@ -162,7 +167,7 @@ const maxNamesInSelector = 4 << 10
 // the new attempt runs most of the JobSet's pods are its own: naming the
 // Jobs keeps them out of the answer. kube-apiserver has put the Job's name
 // in batch.kubernetes.io/job-name on its pods since Kubernetes 1.27.
-func predecessorSelector(js *jobset.JobSet, names map[string]*batchv1.Job) string {
+func predecessorSelector(js *jobset.JobSet, names map[string]jobAttempt) string {
 	all := podsOfJobSet(js)
 	size := 0
 	values := make([]string, 0, len(names))

@@ -205,7 +205,7 @@ func TestCurrentAttemptPodsNotTakenForStrays(t *testing.T) {
 
 // Which pods of a Job's name are an earlier Job's, by the attempt labels.
 func TestOfEarlierJob(t *testing.T) {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "1"}}}
+	job := jobAttempt{restarts: 2, jobRestarts: 1}
 	for _, tc := range []struct {
 		labels map[string]string
 		want   bool
@@ -219,8 +219,7 @@ func TestOfEarlierJob(t *testing.T) {
 		{map[string]string{jobset.RestartsKey: "2", jobset.JobRestartsKey: "2"}, false},
 		{map[string]string{jobset.RestartsKey: "3", jobset.JobRestartsKey: "0"}, false},
 	} {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
-		if got := ofEarlierJob(p, job); got != tc.want {
+		if got := ofEarlierJob(tc.labels, job); got != tc.want {
 			t.Errorf("pod labelled %v: ofEarlierJob = %v, want %v", tc.labels, got, tc.want)
 		}
 	}
@@ -263,9 +262,9 @@ func TestPredecessorListNamesTheJobs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx.kube.ClearActions()
-			want := map[string]*batchv1.Job{}
+			want := map[string]jobAttempt{}
 			for n := range tc.names {
-				want[n] = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{jobset.RestartsKey: "1"}}}
+				want[n] = jobAttempt{restarts: 1}
 			}
 			blocked, err := fx.c.runningPredecessors(fx.ctx, ns+"/js", js, want)
 			if err != nil {

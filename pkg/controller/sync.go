@@ -257,28 +257,26 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	if blocking && (len(jobs.previous) > 0 || hasOlderAttempt(js, jobs.deleting)) {
 		return 0, nil
 	}
-	layout := newIndexLayout(js)
-	var want []*batchv1.Job
+	// The Jobs are built only once their names are clear: a restart's
+	// wait syncs its JobSet on every old pod that ends.
+	var pending []jobToCreate
 	for i := range js.Spec.ReplicatedJobs {
 		rj := &js.Spec.ReplicatedJobs[i]
 		if (suspended && !mayCreateSuspended(js, i)) || (!suspended && !mayStart(js, i)) {
 			continue
 		}
 		for idx := 0; idx < int(replicasOf(rj)); idx++ {
-			if _, exists := jobs.byName[jobName(js.Name, rj.Name, idx)]; exists {
+			name := jobName(js.Name, rj.Name, idx)
+			if _, exists := jobs.byName[name]; exists {
 				continue // current, or a predecessor still going away
 			}
-			want = append(want, constructJob(js, layout, rj, idx, jobParams{
-				restarts:         js.Status.Restarts,
-				jobRestarts:      jobRestartsFor(&js.Status, rj.Name, int32(idx)),
-				executionAttempt: ptr.Deref(js.Status.ExecutionAttempts, 0),
-				templateRevision: js.Status.CurrentRevision,
-				suspend:          suspended,
-				priority:         c.priorityOf(ctx, rj),
-			}))
+			pending = append(pending, jobToCreate{name: name, rj: rj, idx: idx, attempt: jobAttempt{
+				restarts:    js.Status.Restarts,
+				jobRestarts: jobRestartsFor(&js.Status, rj.Name, int32(idx)),
+			}})
 		}
 	}
-	if len(want) == 0 {
+	if len(pending) == 0 {
 		return 0, nil
 	}
 	var requeue time.Duration
@@ -286,15 +284,27 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 		// Earlier Jobs of these names may have left running pods.
 		var held bool
 		var err error
-		if want, held, err = c.withoutRunningPredecessors(ctx, key, js, want); err != nil {
+		if pending, held, err = c.withoutRunningPredecessors(ctx, key, js, pending); err != nil {
 			return 0, err
 		}
 		if held {
 			requeue = oldPodRetry(js, c.clock.Now())
 		}
-		if len(want) == 0 {
+		if len(pending) == 0 {
 			return requeue, nil
 		}
+	}
+	layout := newIndexLayout(js)
+	want := make([]*batchv1.Job, len(pending))
+	for i, p := range pending {
+		want[i] = constructJob(js, layout, p.rj, p.idx, jobParams{
+			restarts:         p.attempt.restarts,
+			jobRestarts:      p.attempt.jobRestarts,
+			executionAttempt: ptr.Deref(js.Status.ExecutionAttempts, 0),
+			templateRevision: js.Status.CurrentRevision,
+			suspend:          suspended,
+			priority:         c.priorityOf(ctx, p.rj),
+		})
 	}
 	var mu sync.Mutex
 	var errs []error
@@ -336,20 +346,29 @@ func (c *Controller) createJobs(ctx context.Context, key string, js *jobset.JobS
 	return requeue, nil
 }
 
-// withoutRunningPredecessors drops from want the Jobs whose names still
+// jobToCreate is a Job of the current attempt that the cache does not
+// show, before it is built.
+type jobToCreate struct {
+	name    string
+	rj      *jobset.ReplicatedJob
+	idx     int
+	attempt jobAttempt
+}
+
+// withoutRunningPredecessors drops from pending the Jobs whose names still
 // have a running pod (runningPredecessors), and tells whether it did.
-func (c *Controller) withoutRunningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want []*batchv1.Job) ([]*batchv1.Job, bool, error) {
-	byName := make(map[string]*batchv1.Job, len(want))
-	for _, j := range want {
-		byName[j.Name] = j
+func (c *Controller) withoutRunningPredecessors(ctx context.Context, key string, js *jobset.JobSet, pending []jobToCreate) ([]jobToCreate, bool, error) {
+	byName := make(map[string]jobAttempt, len(pending))
+	for _, j := range pending {
+		byName[j.name] = j.attempt
 	}
 	blocked, err := c.runningPredecessors(ctx, key, js, byName)
 	if err != nil {
 		return nil, false, err
 	}
-	out := make([]*batchv1.Job, 0, len(want))
-	for _, j := range want {
-		if !blocked[j.Name] {
+	out := make([]jobToCreate, 0, len(pending))
+	for _, j := range pending {
+		if !blocked[j.name] {
 			out = append(out, j)
 		}
 	}
@@ -472,7 +491,7 @@ func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batc
 		Limit:         podPage,
 	}
 	for {
-		list, err := c.kube.CoreV1().Pods(js.Namespace).List(ctx, opts)
+		list, err := c.listPods(ctx, js.Namespace, opts)
 		if err != nil {
 			return out, wrapf(err, "listing the pods of the Jobs to delete")
 		}
