@@ -37,7 +37,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -89,8 +88,8 @@ type Options struct {
 	// PlacementClient writes the pods (and domains) of exclusive-topology
 	// Jobs, with a rate limit of its own; nil uses the controller's client.
 	PlacementClient kubernetes.Interface
-	// Metadata lists pods as metadata (podmeta.go); nil lists full pods
-	// through the kube client.
+	// Metadata lists and watches pods as metadata (podmeta.go); nil reads
+	// full pods through the kube client.
 	Metadata metadata.Interface
 	// StatusCountersInterval spaces out the status writes of a JobSet that
 	// only change its replicatedJobsStatus counters (statusPacer); 0
@@ -102,7 +101,7 @@ type Options struct {
 type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
-	listPods podLister
+	pods     podSource
 
 	jobSets jobsetcache.Lister
 	// jobs and revs index the child Jobs and ControllerRevisions by their
@@ -128,7 +127,7 @@ type Controller struct {
 	failedPods  *failedPodTracker
 	pacer       *statusPacer
 	built       *builtJobs
-	waits       *predecessorWaits
+	oldPods     *oldPodWatches
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -142,9 +141,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		clock:       opts.Clock,
 		parallelism: opts.Parallelism,
 	}
-	c.listPods = typedPodLister(kube)
+	c.pods = podSource(typedPods{kube})
 	if opts.Metadata != nil {
-		c.listPods = metadataPodLister(opts.Metadata)
+		c.pods = metadataPods{opts.Metadata}
 	}
 	if c.recorder == nil {
 		c.recorder = &events.FakeRecorder{}
@@ -165,7 +164,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	c.exp = newExpectations(c.clock)
 	c.pacer = newStatusPacer(c.clock, opts.StatusCountersInterval)
 	c.built = newBuiltJobs()
-	c.waits = newPredecessorWaits()
+	c.oldPods = newOldPodWatches(c.pods, c.queue.Add)
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -261,10 +260,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.synced = append(c.synced, tSynced)
 	}
 	if f.FailedPods != nil {
-		t, tSynced, err := newFailedPodTracker(f.FailedPods, func(key string, uid types.UID) {
-			c.waits.podFailed(key, uid)
-			c.queue.Add(key)
-		})
+		t, tSynced, err := newFailedPodTracker(f.FailedPods, c.queue.Add)
 		if err != nil {
 			return nil, err
 		}
@@ -290,7 +286,7 @@ func (c *Controller) jobSetDeleted(obj interface{}) {
 	}
 	c.exp.forget(key)
 	c.pacer.forget(key)
-	c.waits.forget(key)
+	c.oldPods.stop(key)
 	c.queue.Forget(key)
 }
 
@@ -440,7 +436,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
 		c.pacer.forget(key)
-		c.waits.forget(key)
+		c.oldPods.stop(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -468,6 +464,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		logger.V(4).Info("Waiting for the Job cache to catch up")
 		return expectationsRetry, nil
 	}
+	defer c.oldPods.endSync(key)
 	return c.reconcile(ctx, key, js, c.withEarlyFailures(owned))
 }
 
