@@ -183,15 +183,13 @@ func (fx *fixture) refresh() {
 		if err != nil {
 			fx.t.Fatal(err)
 		}
-		var items []interface{}
+		list := &metav1.PartialObjectMetadataList{}
 		for i := range all.(*corev1.PodList).Items {
 			if p := &all.(*corev1.PodList).Items[i]; sel.matches(p) {
-				items = append(items, trimOldPod(&metav1.PartialObjectMetadata{ObjectMeta: p.ObjectMeta}))
+				list.Items = append(list.Items, metav1.PartialObjectMetadata{ObjectMeta: p.ObjectMeta})
 			}
 		}
-		if err := pw.pods.Replace(items, ""); err != nil {
-			fx.t.Fatal(err)
-		}
+		pw.pods.replace(list)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -28,9 +28,6 @@ import (
 // that finishes or goes away leaves the watch's selection (a Deleted
 // event), which wakes the JobSet. The watch ends with the wait: when no
 // name is held back any more, or when a sync no longer asks.
-
-// byJobName indexes the watched pods by their batch.kubernetes.io/job-name.
-const byJobName = "jobName"
 
 // How soon a failed list of old pods is tried again: doubling from the
 // first to the second.
@@ -53,7 +50,7 @@ type oldPodWatch struct {
 	opts metav1.ListOptions
 	// names the selector covers; nil: all the JobSet's pods.
 	names  map[string]bool
-	pods   cache.Indexer
+	pods   *oldPodSet
 	cancel context.CancelFunc
 	// used: asked for since the last endSync.
 	used bool
@@ -66,10 +63,10 @@ func newOldPodWatches(source podSource, notify func(string)) *oldPodWatches {
 // unfinishedPods selects the pods that have not finished.
 var unfinishedPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
 
-// pods returns the unfinished pods of the JobSet's Jobs of the given names,
-// indexed byJobName: those of the JobSet's watch when it covers every
-// name, else those of a new one, which lists them first.
-func (w *oldPodWatches) pods(ctx context.Context, key string, js *jobset.JobSet, want map[string]jobAttempt) (cache.Indexer, error) {
+// pods returns the unfinished pods of the JobSet's Jobs of the given names:
+// those of the JobSet's watch when it covers every name, else those of a
+// new one, which lists them first.
+func (w *oldPodWatches) pods(ctx context.Context, key string, js *jobset.JobSet, want map[string]jobAttempt) (*oldPodSet, error) {
 	w.mu.Lock()
 	if pw := w.byKey[key]; pw != nil && pw.covers(want) {
 		pw.used = true
@@ -84,10 +81,8 @@ func (w *oldPodWatches) pods(ctx context.Context, key string, js *jobset.JobSet,
 	if err != nil {
 		return nil, err
 	}
-	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byJobName: indexByJobName})
-	if err := pods.Replace(trimmedOldPods(list), list.ResourceVersion); err != nil {
-		return nil, err
-	}
+	pods := &oldPodSet{}
+	pods.replace(list)
 	// The watch outlives this sync, not the controller.
 	wctx, cancel := context.WithCancel(ctx)
 	pw := &oldPodWatch{opts: opts, names: names, pods: pods, cancel: cancel, used: true}
@@ -132,9 +127,7 @@ func (w *oldPodWatches) follow(ctx context.Context, key, namespace string, pw *o
 		logger.V(2).Info("Watching old pods failed; listing them again", "jobset", key, "err", err)
 		list, err := w.source.list(ctx, namespace, pw.opts)
 		if err == nil {
-			err = pw.pods.Replace(trimmedOldPods(list), list.ResourceVersion)
-		}
-		if err == nil {
+			pw.pods.replace(list)
 			rv = list.ResourceVersion
 			w.notify(key)
 			continue
@@ -151,7 +144,7 @@ func (w *oldPodWatches) follow(ctx context.Context, key, namespace string, pw *o
 
 // apply applies the watch's events to pods until it ends, and returns the
 // last resourceVersion seen; an error event ends it with that error.
-func (w *oldPodWatches) apply(ctx context.Context, key string, pods cache.Indexer, wi watch.Interface, rv string) (string, error) {
+func (w *oldPodWatches) apply(ctx context.Context, key string, pods *oldPodSet, wi watch.Interface, rv string) (string, error) {
 	defer wi.Stop()
 	for {
 		select {
@@ -171,9 +164,9 @@ func (w *oldPodWatches) apply(ctx context.Context, key string, pods cache.Indexe
 			rv = p.ResourceVersion
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				_ = pods.Update(trimOldPod(p))
+				pods.put(p)
 			case watch.Deleted:
-				_ = pods.Delete(p)
+				pods.remove(p.UID)
 				w.notify(key)
 			}
 		}
@@ -207,15 +200,6 @@ func (w *oldPodWatches) endSync(key string) {
 	}
 }
 
-func indexByJobName(obj interface{}) ([]string, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		if n := m.GetLabels()[batchv1.JobNameLabel]; n != "" {
-			return []string{n}, nil
-		}
-	}
-	return nil, nil
-}
-
 // oldPodLabelsRead are the labels of a watched pod that the wait reads.
 var oldPodLabelsRead = map[string]bool{batchv1.JobNameLabel: true, jobset.RestartsKey: true, jobset.JobRestartsKey: true}
 
@@ -232,10 +216,85 @@ func trimOldPod(p *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
 	}}
 }
 
-func trimmedOldPods(list *metav1.PartialObjectMetadataList) []interface{} {
-	out := make([]interface{}, 0, len(list.Items))
+// oldPodSet holds a watch's pods by UID, counted by Job name; the pods
+// without a deletion timestamp (strays, or pods of this attempt) are kept
+// by Job name too. A sync asks about a few hundred names for every pod
+// that leaves: a count answers it, where going through the pods would
+// make a wait of n pods cost n² steps.
+type oldPodSet struct {
+	mu        sync.Mutex
+	byUID     map[types.UID]*metav1.PartialObjectMetadata
+	count     map[string]int
+	undeleted map[string]map[types.UID]*metav1.PartialObjectMetadata
+}
+
+func (s *oldPodSet) replace(list *metav1.PartialObjectMetadataList) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byUID = make(map[types.UID]*metav1.PartialObjectMetadata, len(list.Items))
+	s.count = map[string]int{}
+	s.undeleted = map[string]map[types.UID]*metav1.PartialObjectMetadata{}
 	for i := range list.Items {
-		out = append(out, trimOldPod(&list.Items[i]))
+		s.putLocked(&list.Items[i])
 	}
-	return out
+}
+
+func (s *oldPodSet) put(p *metav1.PartialObjectMetadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putLocked(p)
+}
+
+func (s *oldPodSet) putLocked(p *metav1.PartialObjectMetadata) {
+	s.removeLocked(p.UID)
+	t := trimOldPod(p)
+	name := t.Labels[batchv1.JobNameLabel]
+	s.byUID[t.UID] = t
+	s.count[name]++
+	if t.DeletionTimestamp == nil {
+		if s.undeleted[name] == nil {
+			s.undeleted[name] = map[types.UID]*metav1.PartialObjectMetadata{}
+		}
+		s.undeleted[name][t.UID] = t
+	}
+}
+
+func (s *oldPodSet) remove(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(uid)
+}
+
+func (s *oldPodSet) removeLocked(uid types.UID) {
+	old, ok := s.byUID[uid]
+	if !ok {
+		return
+	}
+	name := old.Labels[batchv1.JobNameLabel]
+	delete(s.byUID, uid)
+	if s.count[name]--; s.count[name] <= 0 {
+		delete(s.count, name)
+	}
+	if u := s.undeleted[name]; u != nil {
+		delete(u, uid)
+		if len(u) == 0 {
+			delete(s.undeleted, name)
+		}
+	}
+}
+
+// running returns how many unfinished pods the Job name has, and those of
+// them without a deletion timestamp.
+func (s *oldPodSet) running(name string) (int, []*metav1.PartialObjectMetadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.count[name]
+	if n == 0 || len(s.undeleted[name]) == 0 {
+		return n, nil
+	}
+	out := make([]*metav1.PartialObjectMetadata, 0, len(s.undeleted[name]))
+	for _, p := range s.undeleted[name] {
+		out = append(out, p)
+	}
+	return n, out
 }

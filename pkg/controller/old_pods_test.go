@@ -54,13 +54,16 @@ func oldPod(name, job string) *corev1.Pod {
 	}
 }
 
-func podNames(objs []interface{}) []string {
+// podNames are the undeleted pods of the Job name, and all its pods'
+// count.
+func podNames(pods *oldPodSet, job string) ([]string, int) {
+	n, undeleted := pods.running(job)
 	var out []string
-	for _, o := range objs {
-		out = append(out, o.(*metav1.PartialObjectMetadata).Name)
+	for _, p := range undeleted {
+		out = append(out, p.Name)
 	}
 	sort.Strings(out)
-	return out
+	return out, n
 }
 
 // A waiting JobSet's old pods are listed once, trimmed, and kept by the
@@ -79,21 +82,24 @@ func TestOldPodWatchFollowsThePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, _ := pods.ByIndex(byJobName, "js-workers-0")
-	if got := podNames(objs); !reflect.DeepEqual(got, []string{"a", "b"}) {
-		t.Fatalf("pods = %v, want a and b", got)
+	if got, n := podNames(pods, "js-workers-0"); !reflect.DeepEqual(got, []string{"a", "b"}) || n != 2 {
+		t.Fatalf("pods = %v (%d), want a and b", got, n)
 	}
-	if l := objs[0].(*metav1.PartialObjectMetadata).Labels; l["other"] != "" || l[jobset.RestartsKey] != "0" {
+	_, undeleted := pods.running("js-workers-0")
+	if l := undeleted[0].Labels; l["other"] != "" || l[jobset.RestartsKey] != "0" {
 		t.Errorf("labels kept: %v, want only those the wait reads", l)
 	}
+	// A pod being deleted still runs, and is no stray.
 	fw := <-src.watches
+	deleting := b.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	fw.Modify(&metav1.PartialObjectMetadata{ObjectMeta: deleting.ObjectMeta})
 	fw.Delete(&metav1.PartialObjectMetadata{ObjectMeta: a.ObjectMeta})
 	if key := <-woken; key != ns+"/js" {
 		t.Errorf("woken %q", key)
 	}
-	objs, _ = pods.ByIndex(byJobName, "js-workers-0")
-	if got := podNames(objs); !reflect.DeepEqual(got, []string{"b"}) {
-		t.Errorf("pods after a left = %v, want b", got)
+	if got, n := podNames(pods, "js-workers-0"); len(got) != 0 || n != 1 {
+		t.Errorf("pods after a left and b was deleted = %v (%d), want none undeleted of 1", got, n)
 	}
 	// Asked again for the same names, the watch answers; no list.
 	if _, err := w.pods(ctx, ns+"/js", js, want); err != nil {
@@ -110,9 +116,8 @@ func TestOldPodWatchFollowsThePods(t *testing.T) {
 	if n := src.listCount(); n != 2 {
 		t.Errorf("%d lists after the watch expired, want 2", n)
 	}
-	objs, _ = pods.ByIndex(byJobName, "js-workers-0")
-	if got := podNames(objs); !reflect.DeepEqual(got, []string{"a", "b"}) {
-		t.Errorf("pods after the list = %v, want a and b", got)
+	if got, n := podNames(pods, "js-workers-0"); !reflect.DeepEqual(got, []string{"a", "b"}) || n != 2 {
+		t.Errorf("pods after the list = %v (%d), want a and b", got, n)
 	}
 	// A sync that no longer asks ends the watch.
 	w.endSync(ns + "/js")

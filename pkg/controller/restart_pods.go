@@ -81,22 +81,16 @@ func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jo
 	var stray []*metav1.PartialObjectMetadata
 	current := 0
 	for name, job := range want {
-		objs, err := pods.ByIndex(byJobName, name)
-		if err != nil {
-			return nil, err
+		n, undeleted := pods.running(name)
+		if n == 0 {
+			continue
 		}
-		for _, o := range objs {
-			p, ok := o.(*metav1.PartialObjectMetadata)
-			if !ok {
-				continue
-			}
-			blocked[name] = true
-			if !ofEarlierJob(p.Labels, job) {
-				current++
-				continue
-			}
-			if p.DeletionTimestamp == nil {
+		blocked[name] = true
+		for _, p := range undeleted {
+			if ofEarlierJob(p.Labels, job) {
 				stray = append(stray, p)
+			} else {
+				current++
 			}
 		}
 	}
