@@ -37,6 +37,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -88,8 +89,8 @@ type Options struct {
 	// PlacementClient writes the pods (and domains) of exclusive-topology
 	// Jobs, with a rate limit of its own; nil uses the controller's client.
 	PlacementClient kubernetes.Interface
-	// Metadata lists and watches pods as metadata (podmeta.go); nil reads
-	// full pods through the kube client.
+	// Metadata lists pods as metadata (podmeta.go); nil lists full pods
+	// through the kube client.
 	Metadata metadata.Interface
 	// StatusCountersInterval spaces out the status writes of a JobSet that
 	// only change its replicatedJobsStatus counters (statusPacer); 0
@@ -101,7 +102,7 @@ type Options struct {
 type Controller struct {
 	kube     kubernetes.Interface
 	jsClient versioned.Interface
-	pods     podSource
+	listPods podLister
 
 	jobSets jobsetcache.Lister
 	// jobs and revs index the child Jobs and ControllerRevisions by their
@@ -127,7 +128,7 @@ type Controller struct {
 	failedPods  *failedPodTracker
 	pacer       *statusPacer
 	built       *builtJobs
-	oldPods     *oldPodWatches
+	waits       *predecessorWaits
 }
 
 // New wires a Controller to the informers of f. Informers must be started
@@ -141,9 +142,9 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		clock:       opts.Clock,
 		parallelism: opts.Parallelism,
 	}
-	c.pods = podSource(typedPods{kube})
+	c.listPods = typedPodLister(kube)
 	if opts.Metadata != nil {
-		c.pods = metadataPods{opts.Metadata}
+		c.listPods = metadataPodLister(opts.Metadata)
 	}
 	if c.recorder == nil {
 		c.recorder = &events.FakeRecorder{}
@@ -164,7 +165,7 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 	c.exp = newExpectations(c.clock)
 	c.pacer = newStatusPacer(c.clock, opts.StatusCountersInterval)
 	c.built = newBuiltJobs()
-	c.oldPods = newOldPodWatches(c.pods, c.queue.Add)
+	c.waits = newPredecessorWaits()
 
 	jsInf := f.JobSet.Jobset().V1alpha2().JobSets()
 	jobInf := f.Kube.Batch().V1().Jobs()
@@ -260,7 +261,10 @@ func New(kube kubernetes.Interface, js versioned.Interface, f Factories, opts Op
 		c.synced = append(c.synced, tSynced)
 	}
 	if f.FailedPods != nil {
-		t, tSynced, err := newFailedPodTracker(f.FailedPods, c.queue.Add)
+		t, tSynced, err := newFailedPodTracker(f.FailedPods, func(key string, uid types.UID) {
+			c.waits.podFailed(key, uid)
+			c.queue.Add(key)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +290,7 @@ func (c *Controller) jobSetDeleted(obj interface{}) {
 	}
 	c.exp.forget(key)
 	c.pacer.forget(key)
-	c.oldPods.stop(key)
+	c.waits.forget(key)
 	c.queue.Forget(key)
 }
 
@@ -436,7 +440,7 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 	if apierrors.IsNotFound(err) {
 		c.exp.forget(key)
 		c.pacer.forget(key)
-		c.oldPods.stop(key)
+		c.waits.forget(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -464,7 +468,6 @@ func (c *Controller) sync(ctx context.Context, key string) (time.Duration, error
 		logger.V(4).Info("Waiting for the Job cache to catch up")
 		return expectationsRetry, nil
 	}
-	defer c.oldPods.endSync(key)
 	return c.reconcile(ctx, key, js, c.withEarlyFailures(owned))
 }
 

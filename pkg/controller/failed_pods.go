@@ -100,8 +100,8 @@ type failedPodTracker struct {
 	indexer cache.Indexer
 }
 
-// failed is called with the JobSet's key.
-func newFailedPodTracker(f informers.SharedInformerFactory, failed func(key string)) (*failedPodTracker, cache.InformerSynced, error) {
+// failed is called with the JobSet's key and the pod's UID.
+func newFailedPodTracker(f informers.SharedInformerFactory, failed func(key string, uid types.UID)) (*failedPodTracker, cache.InformerSynced, error) {
 	inf := f.Core().V1().Pods().Informer()
 	if err := inf.AddIndexers(cache.Indexers{byOwnerJob: func(obj interface{}) ([]string, error) {
 		if m, ok := obj.(metav1.Object); ok {
@@ -116,7 +116,7 @@ func newFailedPodTracker(f informers.SharedInformerFactory, failed func(key stri
 	wake := func(obj interface{}) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			if name := p.Labels[jobset.JobSetNameKey]; name != "" {
-				failed(p.Namespace + "/" + name)
+				failed(p.Namespace+"/"+name, p.UID)
 			}
 		}
 	}

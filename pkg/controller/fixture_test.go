@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	kfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -87,11 +86,9 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 			kubeObjs = append(kubeObjs, o)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel) // ends the old pods' watches
 	fx := &fixture{
 		t:     t,
-		ctx:   ctx,
+		ctx:   context.Background(),
 		kube:  kfake.NewSimpleClientset(kubeObjs...),
 		jsc:   jsfake.NewSimpleClientset(jsObjs...),
 		clock: clocktesting.NewFakeClock(t0),
@@ -103,8 +100,6 @@ func newFixture(t testing.TB, objs ...runtime.Object) *fixture {
 		t.Fatal(err)
 	}
 	fx.c = c
-	// The old pods' watches are fed by refresh, when a test says so.
-	c.oldPods.source = quietWatches{c.pods}
 	// Every JobSet's sync keeps what it built, and checkBuiltJobs checks it.
 	c.built.minJobs, c.built.pinned = 0, map[string]*jobsBuilt{}
 	return fx
@@ -169,28 +164,11 @@ func (fx *fixture) refresh() {
 				fx.t.Fatal(err)
 			}
 			items = append(items, trimmed)
+			p := &podl.Items[i] // as the informer's handler does
+			fx.c.waits.podFailed(p.Namespace+"/"+p.Labels[jobset.JobSetNameKey], p.UID)
 		}
 	}
 	replace(fx.f.FailedPods.Core().V1().Pods().Informer(), items)
-	// The old pods a waiting JobSet watches, as its watch would hold them.
-	// (read from the tracker: no list action is recorded).
-	all, err := fx.kube.Tracker().List(podsResource, corev1.SchemeGroupVersion.WithKind("Pod"), ns)
-	if err != nil {
-		fx.t.Fatal(err)
-	}
-	for _, pw := range fx.c.oldPods.byKey {
-		sel, err := parsePodSelectors(pw.opts)
-		if err != nil {
-			fx.t.Fatal(err)
-		}
-		list := &metav1.PartialObjectMetadataList{}
-		for i := range all.(*corev1.PodList).Items {
-			if p := &all.(*corev1.PodList).Items[i]; sel.matches(p) {
-				list.Items = append(list.Items, metav1.PartialObjectMetadata{ObjectMeta: p.ObjectMeta})
-			}
-		}
-		pw.pods.replace(list)
-	}
 }
 
 // trimmed is obj as the informers' transform caches it: a sync must not
@@ -333,12 +311,4 @@ func wantCond(t *testing.T, js *jobset.JobSet, typ string, status metav1.Conditi
 	if c.Status != status || c.Reason != reason || (message != "" && c.Message != message) {
 		t.Fatalf("condition %s = %s/%s/%q, want %s/%s/%q", typ, c.Status, c.Reason, c.Message, status, reason, message)
 	}
-}
-
-// quietWatches lists as its podSource does, and its watches report
-// nothing (refresh stands in for them).
-type quietWatches struct{ podSource }
-
-func (quietWatches) watch(context.Context, string, metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewFake(), nil
 }

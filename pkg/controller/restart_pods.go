@@ -7,9 +7,11 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	jobset "github.com/nativejobset/jobset/pkg/apis/jobset/v1alpha2"
@@ -40,11 +42,9 @@ func restartPropagation(js *jobset.JobSet) metav1.DeletionPropagation {
 }
 
 const (
-	// Besides its watch's events (old_pods.go), the wait for old pods
-	// looks again on a timer: often at first, when kubelets finish a
-	// deleted pod within a second, less often while pods use a long
-	// termination grace period. A look reads the watched pods; it lists
-	// nothing.
+	// The wait for old pods to finish is polled (pods are not cached):
+	// often at first, when kubelets finish a deleted pod within a second,
+	// less often while pods use a long termination grace period.
 	minOldPodRetry = 100 * time.Millisecond
 	maxOldPodRetry = 2 * time.Second
 )
@@ -71,31 +71,52 @@ type jobAttempt struct {
 // not show yet. Pods of earlier Jobs that nobody deleted yet (a pod the Job
 // controller created while its Job was being deleted) are deleted here;
 // pods of this attempt are left alone and only hold their name back.
-// The pods come from the JobSet's watch of them (old_pods.go).
+// Between lists the last one's answer stands while the failed-pod events
+// show no name cleared (predecessor_wait.go).
 func (c *Controller) runningPredecessors(ctx context.Context, key string, js *jobset.JobSet, want map[string]jobAttempt) (map[string]bool, error) {
-	pods, err := c.oldPods.pods(ctx, key, js, want)
+	attempt := floorOf(&js.Status)
+	now := c.clock.Now()
+	if c.waits.blocked(key, attempt, now, want) {
+		all := make(map[string]bool, len(want))
+		for n := range want {
+			all[n] = true
+		}
+		return all, nil
+	}
+	list, err := c.listPods(ctx, js.Namespace, metav1.ListOptions{
+		LabelSelector: predecessorSelector(js, want),
+		FieldSelector: "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed),
+	})
 	if err != nil {
 		return nil, wrapf(err, "listing the pods of earlier attempts")
 	}
 	blocked := map[string]bool{}
+	running := map[types.UID]string{}
 	var stray []*metav1.PartialObjectMetadata
 	current := 0
-	for name, job := range want {
-		n, undeleted := pods.running(name)
-		if n == 0 {
+	for i := range list.Items {
+		p := &list.Items[i]
+		name := p.Labels[batchv1.JobNameLabel]
+		job, ok := want[name]
+		if !ok {
 			continue
 		}
 		blocked[name] = true
-		for _, p := range undeleted {
-			if ofEarlierJob(p.Labels, job) {
-				stray = append(stray, p)
-			} else {
-				current++
-			}
+		running[p.UID] = name
+		if !ofEarlierJob(p.Labels, job) {
+			current++
+			continue
+		}
+		if p.DeletionTimestamp == nil {
+			stray = append(stray, p)
 		}
 	}
-	if len(blocked) == 0 {
-		c.oldPods.stop(key)
+	if len(blocked) > 0 && len(stray) == 0 && c.failedPods != nil {
+		// Its events strike the pods off. A stray deleted here may go
+		// without failing first: the next sync looks again.
+		c.waits.record(key, attempt, now, running)
+	} else {
+		c.waits.forget(key)
 	}
 	if current > 0 {
 		klog.FromContext(ctx).V(2).Info("Pods of Jobs of this attempt that the cache does not show yet", "pods", current)
@@ -140,29 +161,26 @@ func ofEarlierJob(podLabels map[string]string, job jobAttempt) bool {
 const maxNamesInSelector = 4 << 10
 
 // predecessorSelector selects the pods of the JobSet's Jobs of the given
-// names, and returns the names; when they do not fit in
-// maxNamesInSelector, it selects all the JobSet's pods, and returns no
-// names (runningPredecessors matches the names either way). Once the new
-// attempt runs most of the JobSet's pods are its own: naming the Jobs
-// keeps them out of the wait's list and watch. kube-apiserver has put the
-// Job's name in batch.kubernetes.io/job-name on its pods since Kubernetes
-// 1.27.
-func predecessorSelector(js *jobset.JobSet, want map[string]jobAttempt) (string, map[string]bool) {
+// names, or, when the names do not fit in maxNamesInSelector, all the
+// JobSet's pods (runningPredecessors matches the names either way). The
+// list is repeated every few seconds while an old pod terminates, and once
+// the new attempt runs most of the JobSet's pods are its own: naming the
+// Jobs keeps them out of the answer. kube-apiserver has put the Job's name
+// in batch.kubernetes.io/job-name on its pods since Kubernetes 1.27.
+func predecessorSelector(js *jobset.JobSet, names map[string]jobAttempt) string {
 	all := podsOfJobSet(js)
 	size := 0
-	values := make([]string, 0, len(want))
-	names := make(map[string]bool, len(want))
-	for n := range want {
+	values := make([]string, 0, len(names))
+	for n := range names {
 		size += len(n) + 1
 		values = append(values, n)
-		names[n] = true
 	}
 	if size > maxNamesInSelector {
-		return all, nil
+		return all
 	}
 	byName, err := labels.NewRequirement(batchv1.JobNameLabel, selection.In, values)
 	if err != nil {
-		return all, nil // a name that is no label value; runningPredecessors matches the names
+		return all // a name that is no label value; runningPredecessors matches the names
 	}
-	return all + "," + byName.String(), names
+	return all + "," + byName.String()
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -267,7 +266,6 @@ func TestPredecessorListNamesTheJobs(t *testing.T) {
 			for n := range tc.names {
 				want[n] = jobAttempt{restarts: 1}
 			}
-			fx.c.oldPods.stop(ns + "/js") // each case lists anew
 			blocked, err := fx.c.runningPredecessors(fx.ctx, ns+"/js", js, want)
 			if err != nil {
 				t.Fatal(err)
@@ -372,9 +370,12 @@ func TestJobsDeletedWhenPodListFails(t *testing.T) {
 	}
 }
 
-// While a restart waits for old pods, they are listed once: the syncs
-// after that read the JobSet's watch of them, which ends with the wait.
-func TestRestartWaitListsOldPodsOnce(t *testing.T) {
+// While a restart waits for old pods, a sync lists them again only when
+// the failed-pod events have cleared some name of every pod the last list
+// found running, or once predecessorRelist has passed; other syncs keep
+// the last answer. A Job is created only after a list shows its name
+// clear.
+func TestPredecessorWaitListsWhenANameClears(t *testing.T) {
 	fx := restartedFixture(t)
 	oldPod := func(name, job string) *corev1.Pod {
 		p := &corev1.Pod{
@@ -420,16 +421,14 @@ func TestRestartWaitListsOldPodsOnce(t *testing.T) {
 	fail(a)
 	step("one of two pods of js-workers-1 failed", 0, []string{"js-workers-0"})
 	fail(c)
-	step("js-leader-0's only pod failed", 0, []string{"js-leader-0", "js-workers-0"})
-	fx.clock.Step(time.Minute)
-	step("nothing changed for a minute", 0, []string{"js-leader-0", "js-workers-0"})
-	if n := len(fx.c.oldPods.byKey); n != 1 {
-		t.Errorf("%d watches of old pods while js-workers-1 waits, want 1", n)
-	}
+	step("js-leader-0's only pod failed", 1, []string{"js-leader-0", "js-workers-0"})
+	step("nothing changed again", 0, []string{"js-leader-0", "js-workers-0"})
+	fx.clock.Step(predecessorRelist)
+	step("the last list is too old", 1, []string{"js-leader-0", "js-workers-0"})
 	fail(b)
-	step("js-workers-1's last pod failed", 0, allJobs)
-	if n := len(fx.c.oldPods.byKey); n != 0 {
-		t.Errorf("%d watches of old pods kept after the last Job was created", n)
+	step("js-workers-1's last pod failed", 1, allJobs)
+	if n := len(fx.c.waits.byKey); n != 0 {
+		t.Errorf("%d waits kept after the last Job was created", n)
 	}
 }
 

@@ -491,7 +491,7 @@ func (c *Controller) podsOf(ctx context.Context, js *jobset.JobSet, jobs []*batc
 		Limit:         podPage,
 	}
 	for {
-		list, err := c.pods.list(ctx, js.Namespace, opts)
+		list, err := c.listPods(ctx, js.Namespace, opts)
 		if err != nil {
 			return out, wrapf(err, "listing the pods of the Jobs to delete")
 		}
