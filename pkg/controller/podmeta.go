@@ -16,8 +16,7 @@ import (
 // deletion timestamps. A list of full pods costs kube-apiserver the pods'
 // specs and statuses to encode and the controller to decode them; at 250
 // Jobs × 32 pods on 50 nodes the wait's full lists were 18 % of the
-// controller's CPU while a restart waited, and most of its garbage
-// (test/bench/README.md).
+// controller's CPU while a restart waited (test/bench/README.md).
 
 // podLister lists the pods of a namespace as metadata. Field selectors
 // are applied by the server.
