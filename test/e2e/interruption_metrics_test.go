@@ -94,10 +94,19 @@ func TestInterruptionMetrics(t *testing.T) {
 		t.Fatalf("restarts = %d, want 1", js.Status.Restarts)
 	}
 
-	after, err := scrape(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The controller observes the sample right after its annotation write
+	// returns, so a scrape made as soon as the annotation is visible can
+	// precede it: wait for the count to move, then require exactly one.
+	var after string
+	eventually(t, time.Minute, "the time-to-recover sample", func(context.Context) (bool, error) {
+		body, err := scrape(url)
+		if err != nil {
+			return false, nil
+		}
+		after = body
+		n, _ := sample(body, "jobset_time_to_recover_seconds_count")
+		return n > recoverCount, nil
+	})
 	count, _ := sample(after, "jobset_time_to_recover_seconds_count")
 	sum, _ := sample(after, "jobset_time_to_recover_seconds_sum")
 	if count-recoverCount != 1 {
